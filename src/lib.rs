@@ -1,0 +1,8 @@
+//! cubenet: train small CNNs and MLPs with Burn, on any backend, with custom CubeCL kernels
+//! on the GPU hot path.
+
+pub mod backend;
+pub mod data;
+pub mod model;
+mod quiet_panic;
+pub mod train;

@@ -1,0 +1,59 @@
+//! The hidden-layer activations of the seeds' MLPs.
+
+use burn::prelude::*;
+use burn::tensor::activation;
+use serde::{Deserialize, Serialize};
+
+/// An element-wise nonlinearity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// σ(x) = 1 / (1 + e^-x).
+    Sigmoid,
+    /// σ(g·x): a sigmoid whose slope at 0 is scaled by the gain `g`.
+    SigmoidGain { gain: f64 },
+    /// 2σ(x) − 1: a sigmoid stretched to (−1, 1).
+    ScaledSigmoid,
+    /// tanh(x).
+    Tanh,
+    /// max(0, x).
+    Relu,
+}
+
+impl Activation {
+    /// Applies the activation element-wise.
+    pub fn forward<B: Backend, const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        match *self {
+            Activation::Sigmoid => activation::sigmoid(x),
+            Activation::SigmoidGain { gain } => activation::sigmoid(x.mul_scalar(gain)),
+            Activation::ScaledSigmoid => activation::sigmoid(x).mul_scalar(2.0).sub_scalar(1.0),
+            Activation::Tanh => activation::tanh(x),
+            Activation::Relu => activation::relu(x),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    fn apply(activation: Activation, x: f32) -> f32 {
+        let input = Tensor::<NdArray, 1>::from_floats([x], &Default::default());
+        activation.forward(input).into_scalar()
+    }
+
+    #[test]
+    fn values_match_their_formulas() {
+        let sigma = |x: f32| 1.0 / (1.0 + (-x).exp());
+        for x in [-2.5f32, -0.3, 0.0, 0.7, 3.0] {
+            assert!((apply(Activation::Sigmoid, x) - sigma(x)).abs() < 1e-6);
+            let gained = apply(Activation::SigmoidGain { gain: 4.0 }, x);
+            assert!((gained - sigma(4.0 * x)).abs() < 1e-6);
+            let scaled = apply(Activation::ScaledSigmoid, x);
+            assert!((scaled - (2.0 * sigma(x) - 1.0)).abs() < 1e-6);
+            assert!((apply(Activation::Tanh, x) - x.tanh()).abs() < 1e-6);
+            assert_eq!(apply(Activation::Relu, x), x.max(0.0));
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The networks: the seed CNN, a LeNet-style CNN and an MLP, generic over the backend.
+
+mod activation;
+mod classifier;
+mod geometry;
+mod lenet;
+mod mlp;
+mod simple_cnn;
+
+pub use activation::Activation;
+pub use classifier::{MnistModel, MnistModelConfig};
+pub use geometry::{Size2, conv_output, pool_output};
+pub use lenet::{LeNet, LeNetConfig};
+pub use mlp::{Mlp, MlpConfig};
+pub use simple_cnn::{SimpleCnn, SimpleCnnConfig};
+
+/// A network that cannot be built as configured; names the layer and the sizes involved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error(
+        "layer `{layer}`: the {}x{} window is larger than its {}x{} (padded) input",
+        window[0], window[1], input[0], input[1]
+    )]
+    WindowTooLarge {
+        layer: String,
+        window: Size2,
+        input: Size2,
+    },
+    #[error(
+        "layer `{layer}`: {}x{} windows with stride {}x{} do not tile the {}x{} input exactly",
+        window[0], window[1], stride[0], stride[1], input[0], input[1]
+    )]
+    InexactTiling {
+        layer: String,
+        input: Size2,
+        window: Size2,
+        stride: Size2,
+    },
+    #[error("layer `{layer}`: {what} must be positive, got a zero")]
+    Zero { layer: String, what: &'static str },
+}

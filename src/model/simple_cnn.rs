@@ -1,0 +1,67 @@
+//! The seed CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → linear (13·13·d → 10).
+
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
+use burn::prelude::*;
+use burn::tensor::activation::relu;
+
+use super::ModelError;
+use super::geometry::{check_nonzero, conv_output, pool_output};
+
+const KERNEL: usize = 3;
+const POOL: usize = 2;
+
+/// Configuration of [`SimpleCnn`].
+#[derive(Config, Debug)]
+pub struct SimpleCnnConfig {
+    /// Convolution filters `d`.
+    #[config(default = 32)]
+    pub filters: usize,
+    /// Side of the square input images.
+    #[config(default = 28)]
+    pub image_size: usize,
+    /// Output classes.
+    #[config(default = 10)]
+    pub num_classes: usize,
+    /// Refuse an input whose conv output the 2x2 pool windows do not tile exactly.
+    #[config(default = true)]
+    pub exact_pooling: bool,
+}
+
+/// One convolution, one pool, one linear layer: the network of seed 001.
+#[derive(Module, Debug)]
+pub struct SimpleCnn<B: Backend> {
+    conv: Conv2d<B>,
+    pool: MaxPool2d,
+    output: Linear<B>,
+}
+
+impl SimpleCnnConfig {
+    /// Checks the geometry and initializes the weights on `device`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<SimpleCnn<B>, ModelError> {
+        check_nonzero("conv", "filters", [self.filters])?;
+        check_nonzero("output", "classes", [self.num_classes])?;
+        let input = [self.image_size; 2];
+        let conv = conv_output("conv", input, [KERNEL; 2], [1, 1], [0, 0])?;
+        let pooled = pool_output("pool", conv, [POOL; 2], [POOL; 2], self.exact_pooling)?;
+        Ok(SimpleCnn {
+            conv: Conv2dConfig::new([1, self.filters], [KERNEL; 2])
+                .with_padding(PaddingConfig2d::Valid)
+                .init(device),
+            pool: MaxPool2dConfig::new([POOL; 2])
+                .with_strides([POOL; 2])
+                .init(),
+            output: LinearConfig::new(self.filters * pooled[0] * pooled[1], self.num_classes)
+                .init(device),
+        })
+    }
+}
+
+impl<B: Backend> SimpleCnn<B> {
+    /// Class logits `[n, classes]` for images `[n, 1, side, side]`.
+    pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+        let x = self.pool.forward(relu(self.conv.forward(images)));
+        self.output.forward(x.flatten(1, 3))
+    }
+}

@@ -1,0 +1,182 @@
+//! An MNIST run: load and split the data, train with burn-train, save the artifacts,
+//! evaluate on the test set.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+use burn::optim::AdamConfig;
+use burn::prelude::*;
+use burn::record::CompactRecorder;
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::metric::store::{Aggregate, Direction, Split as MetricSplit};
+use burn::train::metric::{AccuracyMetric, CudaMetric, LearningRateMetric, LossMetric};
+use burn::train::{Learner, MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining};
+
+use super::artifacts::{plot_learning_curves, save_config, save_model};
+use super::epoch_lines::EpochLineRenderer;
+use super::{MnistTrainingConfig, TrainError};
+use crate::backend::{BackendKind, BackendTask};
+use crate::data::{DataError, MnistBatcher, MnistData, MnistSource, MnistSubset, Split};
+use crate::model::MnistModel;
+
+/// Images per batch when evaluating (no gradients, so larger than training batches).
+const EVAL_BATCH: usize = 1000;
+
+/// The three sets of one run.
+#[derive(Debug, Clone)]
+pub struct MnistSplits {
+    pub train: MnistSubset,
+    pub valid: MnistSubset,
+    pub test: MnistSubset,
+}
+
+impl MnistSplits {
+    /// Loads MNIST from `source` and cuts it as `config` says: the training file is limited,
+    /// shuffled with the seed and split into train and valid; the test file is limited.
+    pub fn load(source: &MnistSource, config: &MnistTrainingConfig) -> Result<Self, DataError> {
+        let train_file = Arc::new(MnistData::load(source, Split::Train)?);
+        let test_file = Arc::new(MnistData::load(source, Split::Test)?);
+        let (train, valid) = MnistSubset::all(train_file)
+            .limit(config.limit_train)
+            .split_off(config.valid_fraction, config.seed);
+        let test = MnistSubset::all(test_file).limit(config.limit_test);
+        Ok(Self { train, valid, test })
+    }
+}
+
+/// Trains the configured model on `splits.train` (validating on `splits.valid`), writes the
+/// artifacts into `artifact_dir` and returns the trained model.
+pub fn train<B: AutodiffBackend>(
+    config: &MnistTrainingConfig,
+    splits: &MnistSplits,
+    artifact_dir: &Path,
+    backend: BackendKind,
+    device: &B::Device,
+) -> Result<MnistModel<B::InnerBackend>, TrainError> {
+    config.validate()?;
+    prepare_artifact_dir(artifact_dir)?;
+    B::seed(device, config.seed);
+    let model = config.model.init::<B>(device)?;
+
+    let train_loader = DataLoaderBuilder::new(MnistBatcher)
+        .batch_size(config.batch_size)
+        .shuffle(config.seed)
+        .num_workers(config.workers)
+        .set_device(device.clone())
+        .build(splits.train.clone());
+    let valid_loader = DataLoaderBuilder::new(MnistBatcher)
+        .batch_size(EVAL_BATCH.max(config.batch_size))
+        .num_workers(config.workers)
+        .set_device(device.clone())
+        .build(splits.valid.clone());
+
+    let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
+        .metrics((AccuracyMetric::new(), LossMetric::new()))
+        .metric_train_numeric(LearningRateMetric::new())
+        .with_file_checkpointer(CompactRecorder::new())
+        .early_stopping(MetricEarlyStoppingStrategy::new(
+            &LossMetric::<B>::new(),
+            Aggregate::Mean,
+            Direction::Lowest,
+            MetricSplit::Valid,
+            StoppingCondition::NoImprovementSince {
+                n_epochs: config.patience,
+            },
+        ))
+        .num_epochs(config.epochs);
+    if backend == BackendKind::Cuda {
+        training = training.metric_train(CudaMetric::new());
+    }
+    if !std::io::stdout().is_terminal() {
+        training = training.renderer(EpochLineRenderer::default());
+    }
+    let optimizer = AdamConfig::new().init();
+    let result = training.launch(Learner::new(model, optimizer, config.learning_rate));
+    // Dropping the renderer closes the dashboard before anything else is printed.
+    drop(result.renderer);
+
+    save_config(artifact_dir, config)?;
+    save_model(artifact_dir, result.model.clone())?;
+    plot_learning_curves(artifact_dir)?;
+    Ok(result.model)
+}
+
+/// A whole run as one [`BackendTask`]: load the data, train, save, then measure test
+/// accuracy.
+#[derive(Debug, Clone)]
+pub struct MnistRun {
+    pub config: MnistTrainingConfig,
+    pub source: MnistSource,
+    pub artifact_dir: PathBuf,
+}
+
+impl BackendTask for MnistRun {
+    /// Test accuracy, 0 to 1.
+    type Output = Result<f64, TrainError>;
+
+    fn run<B: AutodiffBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
+        self.config.validate()?;
+        let splits = MnistSplits::load(&self.source, &self.config)?;
+        let model = train::<B>(&self.config, &splits, &self.artifact_dir, kind, &device)?;
+        Ok(evaluate(&model, &splits.test, &device))
+    }
+}
+
+/// Share (0 to 1) of `images` whose digit `model` predicts correctly.
+pub fn evaluate<B: Backend>(
+    model: &MnistModel<B>,
+    images: &MnistSubset,
+    device: &B::Device,
+) -> f64 {
+    let mut correct = 0;
+    for start in (0..images.len()).step_by(EVAL_BATCH) {
+        let items = (start..images.len().min(start + EVAL_BATCH))
+            .filter_map(|i| images.get(i))
+            .collect();
+        let batch = Batcher::<B, _, _>::batch(&MnistBatcher, items, device);
+        let predicted = model.forward(batch.images).argmax(1).flatten::<1>(0, 1);
+        correct += predicted
+            .equal(batch.targets)
+            .int()
+            .sum()
+            .into_scalar()
+            .elem::<i64>();
+    }
+    correct as f64 / images.len().max(1) as f64
+}
+
+/// The line tools read at the end of a run: `test accuracy: 98.76%`.
+pub fn accuracy_line(accuracy: f64) -> String {
+    format!("test accuracy: {:.2}%", accuracy * 100.0)
+}
+
+/// Creates `dir` and clears what an earlier run left there, so that the metric logs, the
+/// curves and the checkpoints describe this run only. Other files are left alone.
+fn prepare_artifact_dir(dir: &Path) -> Result<(), TrainError> {
+    let io_err = |source| TrainError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    for stale in ["train", "valid", "checkpoint"] {
+        let path = dir.join(stale);
+        if path.exists() {
+            std::fs::remove_dir_all(&path).map_err(io_err)?;
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(io_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accuracy_line;
+
+    #[test]
+    fn accuracy_line_format() {
+        assert_eq!(accuracy_line(0.98765), "test accuracy: 98.77%");
+        assert_eq!(accuracy_line(1.0), "test accuracy: 100.00%");
+    }
+}

@@ -1,0 +1,44 @@
+//! Training wiring: burn-train with a dashboard or epoch lines, artifacts, evaluation.
+
+mod artifacts;
+mod config;
+mod epoch_lines;
+mod mnist;
+mod plot;
+
+use std::path::PathBuf;
+
+pub use artifacts::{
+    CONFIG_FILE, CURVES_FILE, MODEL_FILE, plot_learning_curves, save_config, save_model,
+    write_atomically,
+};
+pub use config::MnistTrainingConfig;
+pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
+pub use mnist::{MnistRun, MnistSplits, accuracy_line, evaluate, train};
+pub use plot::{Panel, PlotError, Series, plot_panels};
+
+use crate::data::DataError;
+use crate::model::ModelError;
+
+/// Why a run could not train or save its results.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("invalid setting: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot save the model to {}: {reason}", path.display())]
+    Record { path: PathBuf, reason: String },
+    #[error("cannot read the metric logs in {}: {reason}", dir.display())]
+    Logs { dir: PathBuf, reason: String },
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+}

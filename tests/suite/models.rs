@@ -1,0 +1,148 @@
+//! Model shapes, geometry validation and config round trips.
+
+use burn::backend::NdArray;
+use burn::prelude::*;
+use cubenet::model::{
+    Activation, LeNetConfig, MlpConfig, MnistModelConfig, ModelError, SimpleCnnConfig,
+};
+
+type B = NdArray;
+
+fn images(n: usize, side: usize) -> Tensor<B, 4> {
+    Tensor::random(
+        [n, 1, side, side],
+        burn::tensor::Distribution::Default,
+        &Default::default(),
+    )
+}
+
+#[test]
+fn output_shapes() {
+    let device = Default::default();
+    let simple = SimpleCnnConfig::new()
+        .with_filters(7)
+        .init::<B>(&device)
+        .unwrap();
+    assert_eq!(simple.forward(images(3, 28)).dims(), [3, 10]);
+    let lenet = LeNetConfig::new()
+        .with_channels([4, 6])
+        .with_hidden(16)
+        .init::<B>(&device)
+        .unwrap();
+    assert_eq!(lenet.forward(images(2, 28)).dims(), [2, 10]);
+    let mlp = MlpConfig::new(784, vec![32, 16], 10)
+        .init::<B>(&device)
+        .unwrap();
+    let flat = Tensor::<B, 2>::zeros([5, 784], &device) + 0.5;
+    assert_eq!(mlp.forward(flat).dims(), [5, 10]);
+    // The MNIST wrapper flattens images for the MLP.
+    let model = MnistModelConfig::Mlp(MlpConfig::new(784, vec![8], 10))
+        .init::<B>(&device)
+        .unwrap();
+    assert_eq!(model.forward(images(4, 28)).dims(), [4, 10]);
+    // Other input sizes and class counts follow the config.
+    let wide = SimpleCnnConfig::new()
+        .with_image_size(16)
+        .with_num_classes(3);
+    assert_eq!(
+        wide.init::<B>(&device)
+            .unwrap()
+            .forward(images(1, 16))
+            .dims(),
+        [1, 3]
+    );
+}
+
+#[test]
+fn simple_cnn_has_the_seed_parameter_count() {
+    let model = SimpleCnnConfig::new()
+        .with_filters(32)
+        .init::<B>(&Default::default())
+        .unwrap();
+    // conv 32·(9+1) + linear 169·32·10 + 10
+    assert_eq!(burn::module::Module::num_params(&model), 320 + 54_080 + 10);
+}
+
+#[test]
+fn impossible_geometry_names_the_layer() {
+    let device = Default::default();
+    let err = SimpleCnnConfig::new()
+        .with_image_size(2)
+        .init::<B>(&device)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::WindowTooLarge {
+            layer: "conv".into(),
+            window: [3, 3],
+            input: [2, 2]
+        }
+    );
+    let err = SimpleCnnConfig::new()
+        .with_image_size(27)
+        .init::<B>(&device)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "layer `pool`: 2x2 windows with stride 2x2 do not tile the 25x25 input exactly"
+    );
+    // Without exact tiling the last row and column are dropped, like Burn's pool does.
+    let loose = SimpleCnnConfig::new()
+        .with_image_size(27)
+        .with_exact_pooling(false);
+    assert_eq!(
+        loose
+            .init::<B>(&device)
+            .unwrap()
+            .forward(images(1, 27))
+            .dims(),
+        [1, 10]
+    );
+
+    let err = SimpleCnnConfig::new()
+        .with_filters(0)
+        .init::<B>(&device)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "layer `conv`: filters must be positive, got a zero"
+    );
+    let err = LeNetConfig::new()
+        .with_image_size(10)
+        .init::<B>(&device)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "layer `pool2`: the 2x2 window is larger than its 1x1 (padded) input"
+    );
+    let err = LeNetConfig::new()
+        .with_channels([8, 0])
+        .init::<B>(&device)
+        .unwrap_err();
+    assert!(err.to_string().starts_with("layer `conv2`"), "{err}");
+    let err = MlpConfig::new(4, vec![8, 0], 1)
+        .init::<B>(&device)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "layer `hidden2`: width must be positive, got a zero"
+    );
+}
+
+#[test]
+fn model_config_round_trips_through_json() {
+    let config = MnistModelConfig::Mlp(
+        MlpConfig::new(784, vec![64], 10).with_activation(Activation::SigmoidGain { gain: 2.5 }),
+    );
+    let json = serde_json::to_string(&config).unwrap();
+    assert!(json.contains(r#""kind":"mlp""#), "{json}");
+    let back: MnistModelConfig = serde_json::from_str(&json).unwrap();
+    assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    let lenet = MnistModelConfig::Lenet(LeNetConfig::new().with_hidden(32));
+    let json = serde_json::to_string(&lenet).unwrap();
+    assert!(json.contains(r#""kind":"lenet""#) && json.contains(r#""channels":[32,64]"#));
+    let MnistModelConfig::Lenet(back) = serde_json::from_str(&json).unwrap() else {
+        panic!("wrong variant from {json}")
+    };
+    assert_eq!((back.hidden, back.channels), (32, [32, 64]));
+}
