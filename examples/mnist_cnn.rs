@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use cubenet::backend::{BackendKind, run_on};
 use cubenet::data::MnistSource;
-use cubenet::model::{LeNetConfig, MnistModelConfig, SimpleCnnConfig};
+use cubenet::model::{KernelPath, LeNetConfig, MnistModelConfig, SimpleCnnConfig};
 use cubenet::train::{MnistRun, MnistTrainingConfig, accuracy_line};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -37,6 +37,9 @@ struct Args {
     /// Filters of the simple CNN's convolution (d)
     #[arg(long, default_value_t = 32)]
     filters: usize,
+    /// Who runs the conv·ReLU·pool blocks: cubenet's fused kernel or Burn's ops
+    #[arg(long, value_enum, default_value_t = KernelPath::default())]
+    kernels: KernelPath,
     #[arg(long, default_value_t = 3)]
     epochs: usize,
     #[arg(long, default_value_t = 64)]
@@ -63,10 +66,14 @@ struct Args {
 impl Args {
     fn config(&self) -> MnistTrainingConfig {
         let model = match self.model {
-            ModelKind::Simple => {
-                MnistModelConfig::Simple(SimpleCnnConfig::new().with_filters(self.filters))
+            ModelKind::Simple => MnistModelConfig::Simple(
+                SimpleCnnConfig::new()
+                    .with_filters(self.filters)
+                    .with_kernels(self.kernels),
+            ),
+            ModelKind::Lenet => {
+                MnistModelConfig::Lenet(LeNetConfig::new().with_kernels(self.kernels))
             }
-            ModelKind::Lenet => MnistModelConfig::Lenet(LeNetConfig::new()),
         };
         MnistTrainingConfig::new(model)
             .with_epochs(self.epochs)

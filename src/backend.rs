@@ -1,15 +1,17 @@
 //! Which backends this build holds, how to pick one at run time, and the errors a user
 //! gets when the one asked for is missing.
 //!
-//! Model and training code is generic over `B: AutodiffBackend`; a [`BackendTask`] is that
-//! generic code packaged so that [`run_on`] can call it with the concrete type chosen by a
-//! command-line flag.
+//! Model and training code is generic over the backend; a [`BackendTask`] is that generic
+//! code packaged so that [`run_on`] can call it with the concrete type chosen by a
+//! command-line flag. GPUs run on CubeCL's backend *without* Burn's fusion layer: that is
+//! the backend cubenet's kernels extend (see `cubenet-kernels`), and with `--kernels burn`
+//! the same backend runs Burn's own conv and pool kernels instead.
 
 use std::fmt;
 
 use burn::backend::Autodiff;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
+use cubenet_kernels::AutodiffKernelBackend;
 use serde::{Deserialize, Serialize};
 
 /// A Burn backend cubenet can train on.
@@ -83,7 +85,7 @@ pub trait BackendTask {
     type Output;
 
     /// Runs the work on backend `B` (with autodiff), on `device`.
-    fn run<B: AutodiffBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output;
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output;
 }
 
 /// Runs `task` on the backend `kind`, after checking that it has a working device.
@@ -95,17 +97,17 @@ pub fn run_on<T: BackendTask>(kind: BackendKind, task: T) -> Result<T::Output, B
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            use burn::backend::Cuda;
+            use cubenet_kernels::CubeCuda;
             let device = burn::backend::cuda::CudaDevice::default();
-            probe::<Cuda>(kind, &device)?;
-            Ok(task.run::<Autodiff<Cuda>>(device, kind))
+            probe::<CubeCuda>(kind, &device)?;
+            Ok(task.run::<Autodiff<CubeCuda>>(device, kind))
         }
         #[cfg(feature = "wgpu")]
         BackendKind::Wgpu => {
-            use burn::backend::Vulkan;
+            use cubenet_kernels::CubeWgpu;
             let device = burn::backend::wgpu::WgpuDevice::default();
-            probe::<Vulkan>(kind, &device)?;
-            Ok(task.run::<Autodiff<Vulkan>>(device, kind))
+            probe::<CubeWgpu>(kind, &device)?;
+            Ok(task.run::<Autodiff<CubeWgpu>>(device, kind))
         }
         #[allow(unreachable_patterns)]
         missing => Err(BackendError::NotCompiled(missing)),

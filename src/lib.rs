@@ -2,6 +2,7 @@
 //! on the GPU hot path.
 
 pub mod backend;
+pub mod bench;
 pub mod data;
 pub mod model;
 mod quiet_panic;

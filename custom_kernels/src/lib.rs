@@ -1,1 +1,261 @@
+//! cubenet-kernels: convolution, max-pool with argmax and a fused conv·bias·ReLU·pool as a
+//! Burn backend extension.
+//!
+//! [`KernelBackend`] adds these ops to a Burn backend. Its default bodies are Burn's own
+//! ops ([`reference`]), so every backend (NdArray, Burn's fused CUDA/wgpu, …) runs them;
+//! the CubeCL backend (`CubeBackend<R, F, I, BT>`, any runtime: CUDA, wgpu) overrides them
+//! with the kernels in [`kernels`], and `Autodiff<B>` wraps them with backward passes built
+//! from the same trait. Model code calls the tensor-level functions below and stays generic.
+//!
+//! # Argmax layout
+//! A max-pool argmax is the position of the maximum *inside its window*, row-major:
+//! `kh · window_w + kw` for the first maximum in row-major window order. On CubeCL backends
+//! it is stored as `u8` where the runtime supports 8-bit integers (CUDA; wgpu on Vulkan,
+//! whose SPIR-V compiler does), as `u32` elsewhere; other backends store it in their own
+//! integer type. Windows are therefore limited to 255 positions. The fused
+//! [`conv_relu_pool`] writes [`NO_ARGMAX`] where ReLU zeroed the pooled value.
 
+mod backward;
+mod forward;
+pub mod kernels;
+pub mod reference;
+
+use burn::backend::NdArray;
+use burn::prelude::*;
+use burn::tensor::TensorPrimitive;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::ops::{FloatTensor, IntTensor};
+
+pub use forward::poison_outputs;
+pub use kernels::geometry::NO_ARGMAX;
+
+/// The CubeCL backend on CUDA, without Burn's fusion: where these kernels run.
+#[cfg(feature = "cuda")]
+pub type CubeCuda = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
+
+/// The CubeCL backend on wgpu (Vulkan, SPIR-V), without Burn's fusion.
+#[cfg(feature = "wgpu")]
+pub type CubeWgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u8>;
+
+/// Stride and zero padding of a 2-D convolution, per axis `[h, w]` (dilation 1, one group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConvOptions2d {
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+}
+
+impl ConvOptions2d {
+    pub fn new(stride: [usize; 2], padding: [usize; 2]) -> Self {
+        Self { stride, padding }
+    }
+
+    /// Output size of the convolution with a `kernel`-sized filter over an `input`-sized map.
+    pub fn output_size(&self, input: [usize; 2], kernel: [usize; 2]) -> [usize; 2] {
+        window_output_size(input, kernel, self.stride, self.padding)
+    }
+}
+
+/// Window, stride and zero padding of a 2-D max-pool, per axis `[h, w]` (dilation 1, floor
+/// mode: windows that would run past the padded input are dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PoolOptions2d {
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+}
+
+impl PoolOptions2d {
+    pub fn new(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Self {
+        let pool = Self {
+            kernel,
+            stride,
+            padding,
+        };
+        assert!(
+            kernel[0] * kernel[1] < NO_ARGMAX as usize,
+            "pool windows hold at most {} positions, got {kernel:?}",
+            NO_ARGMAX
+        );
+        assert!(
+            padding[0] * 2 < kernel[0] + 1 && padding[1] * 2 < kernel[1] + 1,
+            "pool padding {padding:?} must be at most half the window {kernel:?}"
+        );
+        pool
+    }
+
+    /// Output size of the pool over an `input`-sized map.
+    pub fn output_size(&self, input: [usize; 2]) -> [usize; 2] {
+        window_output_size(input, self.kernel, self.stride, self.padding)
+    }
+}
+
+fn window_output_size(
+    input: [usize; 2],
+    window: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> [usize; 2] {
+    std::array::from_fn(|i| {
+        let padded = input[i] + 2 * padding[i];
+        assert!(
+            window[i] <= padded,
+            "window {window:?} larger than padded input {input:?}"
+        );
+        (padded - window[i]) / stride[i] + 1
+    })
+}
+
+/// Gradients of a convolution (or of the fused conv·ReLU·pool) with respect to its inputs;
+/// `x` and `bias` are present only when asked for.
+#[derive(Debug)]
+pub struct ConvGrads<B: Backend> {
+    pub x: Option<FloatTensor<B>>,
+    pub weight: FloatTensor<B>,
+    pub bias: Option<FloatTensor<B>>,
+}
+
+/// A Burn backend with cubenet's convolution and pooling ops. Tensors are NCHW; weights
+/// are `[C_out, C_in, KH, KW]`. Every method has a default body made of Burn's ops.
+pub trait KernelBackend: Backend {
+    /// 2-D convolution with optional bias.
+    fn conv(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        options: ConvOptions2d,
+    ) -> FloatTensor<Self> {
+        reference::conv::<Self>(x, weight, bias, options)
+    }
+
+    /// Gradients of [`KernelBackend::conv`] given the output's gradient `grad`.
+    fn conv_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        options: ConvOptions2d,
+        wants: GradsWanted,
+    ) -> ConvGrads<Self> {
+        reference::conv_backward::<Self>(x, weight, grad, options, wants)
+    }
+
+    /// Max-pool, returning the pooled map and the in-window argmax.
+    fn max_pool_with_argmax(
+        x: FloatTensor<Self>,
+        pool: PoolOptions2d,
+    ) -> (FloatTensor<Self>, IntTensor<Self>) {
+        reference::max_pool_with_argmax::<Self>(x, pool)
+    }
+
+    /// Gradient of the pool's input: each `grad` element goes to its window's argmax.
+    fn max_pool_backward(
+        x: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        argmax: IntTensor<Self>,
+        pool: PoolOptions2d,
+    ) -> FloatTensor<Self> {
+        reference::max_pool_backward::<Self>(x, grad, argmax, pool)
+    }
+
+    /// max-pool(ReLU(conv(x) + bias)), returning the pooled map and the argmax
+    /// ([`NO_ARGMAX`] where the pooled value is 0).
+    fn conv_relu_pool(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        conv: ConvOptions2d,
+        pool: PoolOptions2d,
+    ) -> (FloatTensor<Self>, IntTensor<Self>) {
+        reference::conv_relu_pool::<Self>(x, weight, bias, conv, pool)
+    }
+
+    /// Gradients of [`KernelBackend::conv_relu_pool`] from the pooled gradient and argmax.
+    fn conv_relu_pool_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        argmax: IntTensor<Self>,
+        conv: ConvOptions2d,
+        pool: PoolOptions2d,
+        wants: GradsWanted,
+    ) -> ConvGrads<Self> {
+        reference::conv_relu_pool_backward::<Self>(x, weight, grad, argmax, conv, pool, wants)
+    }
+}
+
+/// Which optional gradients a backward pass must produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GradsWanted {
+    /// The input's gradient (false for a first layer fed with data).
+    pub x: bool,
+    /// The bias gradient (false when the layer has no bias).
+    pub bias: bool,
+}
+
+/// An autodiff backend whose inner backend also has the kernels: what training needs.
+pub trait AutodiffKernelBackend:
+    KernelBackend + AutodiffBackend<InnerBackend: KernelBackend>
+{
+}
+
+impl<B> AutodiffKernelBackend for B where
+    B: KernelBackend + AutodiffBackend<InnerBackend: KernelBackend>
+{
+}
+
+impl KernelBackend for NdArray {}
+
+fn float<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> FloatTensor<B> {
+    tensor.into_primitive().tensor()
+}
+
+fn from_float<B: Backend, const D: usize>(primitive: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(primitive))
+}
+
+/// 2-D convolution of `x` `[N, C_in, H, W]` with `weight` `[C_out, C_in, KH, KW]`.
+pub fn conv2d<B: KernelBackend>(
+    x: Tensor<B, 4>,
+    weight: Tensor<B, 4>,
+    bias: Option<Tensor<B, 1>>,
+    options: ConvOptions2d,
+) -> Tensor<B, 4> {
+    from_float(B::conv(float(x), float(weight), bias.map(float), options))
+}
+
+/// Max-pool of `x` and the in-window argmax of each output (see the crate docs).
+pub fn max_pool2d_with_argmax<B: KernelBackend>(
+    x: Tensor<B, 4>,
+    pool: PoolOptions2d,
+) -> (Tensor<B, 4>, Tensor<B, 4, Int>) {
+    let (output, argmax) = B::max_pool_with_argmax(float(x), pool);
+    (from_float(output), Tensor::from_primitive(argmax))
+}
+
+/// Max-pool of `x`.
+pub fn max_pool2d<B: KernelBackend>(x: Tensor<B, 4>, pool: PoolOptions2d) -> Tensor<B, 4> {
+    max_pool2d_with_argmax(x, pool).0
+}
+
+/// max-pool(ReLU(conv(x) + bias)) and its argmax, in one pass that never stores the
+/// full-resolution conv output.
+pub fn conv_relu_pool_with_argmax<B: KernelBackend>(
+    x: Tensor<B, 4>,
+    weight: Tensor<B, 4>,
+    bias: Option<Tensor<B, 1>>,
+    conv: ConvOptions2d,
+    pool: PoolOptions2d,
+) -> (Tensor<B, 4>, Tensor<B, 4, Int>) {
+    let (output, argmax) = B::conv_relu_pool(float(x), float(weight), bias.map(float), conv, pool);
+    (from_float(output), Tensor::from_primitive(argmax))
+}
+
+/// max-pool(ReLU(conv(x) + bias)) in one pass.
+pub fn conv_relu_pool<B: KernelBackend>(
+    x: Tensor<B, 4>,
+    weight: Tensor<B, 4>,
+    bias: Option<Tensor<B, 1>>,
+    conv: ConvOptions2d,
+    pool: PoolOptions2d,
+) -> Tensor<B, 4> {
+    conv_relu_pool_with_argmax(x, weight, bias, conv, pool).0
+}

@@ -3,8 +3,8 @@
 
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
 use super::{LeNet, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnn, SimpleCnnConfig};
@@ -42,7 +42,7 @@ pub enum MnistModel<B: Backend> {
     Mlp(Mlp<B>),
 }
 
-impl<B: Backend> MnistModel<B> {
+impl<B: KernelBackend> MnistModel<B> {
     /// Class logits for a batch of images.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         match self {
@@ -66,7 +66,7 @@ impl<B: Backend> MnistModel<B> {
     }
 }
 
-impl<B: AutodiffBackend> TrainStep for MnistModel<B> {
+impl<B: AutodiffKernelBackend> TrainStep for MnistModel<B> {
     type Input = MnistBatch<B>;
     type Output = ClassificationOutput<B>;
 
@@ -76,7 +76,7 @@ impl<B: AutodiffBackend> TrainStep for MnistModel<B> {
     }
 }
 
-impl<B: Backend> InferenceStep for MnistModel<B> {
+impl<B: KernelBackend> InferenceStep for MnistModel<B> {
     type Input = MnistBatch<B>;
     type Output = ClassificationOutput<B>;
 

@@ -1,12 +1,12 @@
 //! A LeNet-style CNN: two conv → ReLU → 2x2 max-pool blocks, then two linear layers.
 
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
-use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
+use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
+use cubenet_kernels::KernelBackend;
 
 use super::ModelError;
+use super::conv_block::{ConvBlock, KernelPath};
 use super::geometry::{check_nonzero, conv_output, pool_output};
 
 const KERNEL: usize = 5;
@@ -30,14 +30,16 @@ pub struct LeNetConfig {
     /// Refuse inputs whose conv outputs the 2x2 pool windows do not tile exactly.
     #[config(default = true)]
     pub exact_pooling: bool,
+    /// Which implementation runs the conv·ReLU·pool blocks.
+    #[config(default = "KernelPath::Burn")]
+    pub kernels: KernelPath,
 }
 
 /// conv 5x5 (padding 2) → pool → conv 5x5 → pool → linear → ReLU → linear.
 #[derive(Module, Debug)]
 pub struct LeNet<B: Backend> {
-    conv1: Conv2d<B>,
-    conv2: Conv2d<B>,
-    pool: MaxPool2d,
+    block1: ConvBlock<B>,
+    block2: ConvBlock<B>,
     hidden: Linear<B>,
     output: Linear<B>,
 }
@@ -57,26 +59,18 @@ impl LeNetConfig {
         let size = conv_output("conv2", size, [KERNEL; 2], [1, 1], [0, 0])?;
         let size = pool("pool2", size)?;
         Ok(LeNet {
-            conv1: Conv2dConfig::new([1, c1], [KERNEL; 2])
-                .with_padding(PaddingConfig2d::Explicit(2, 2, 2, 2))
-                .init(device),
-            conv2: Conv2dConfig::new([c1, c2], [KERNEL; 2])
-                .with_padding(PaddingConfig2d::Valid)
-                .init(device),
-            pool: MaxPool2dConfig::new([POOL; 2])
-                .with_strides([POOL; 2])
-                .init(),
+            block1: ConvBlock::new([1, c1], KERNEL, 2, POOL, self.kernels, device),
+            block2: ConvBlock::new([c1, c2], KERNEL, 0, POOL, self.kernels, device),
             hidden: LinearConfig::new(c2 * size[0] * size[1], self.hidden).init(device),
             output: LinearConfig::new(self.hidden, self.num_classes).init(device),
         })
     }
 }
 
-impl<B: Backend> LeNet<B> {
+impl<B: KernelBackend> LeNet<B> {
     /// Class logits `[n, classes]` for images `[n, 1, side, side]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        let x = self.pool.forward(relu(self.conv1.forward(images)));
-        let x = self.pool.forward(relu(self.conv2.forward(x)));
+        let x = self.block2.forward(self.block1.forward(images));
         let x = relu(self.hidden.forward(x.flatten(1, 3)));
         self.output.forward(x)
     }

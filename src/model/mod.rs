@@ -2,6 +2,7 @@
 
 mod activation;
 mod classifier;
+mod conv_block;
 mod geometry;
 mod lenet;
 mod mlp;
@@ -9,6 +10,7 @@ mod simple_cnn;
 
 pub use activation::Activation;
 pub use classifier::{MnistModel, MnistModelConfig};
+pub use conv_block::{ConvBlock, KernelPath};
 pub use geometry::{Size2, conv_output, pool_output};
 pub use lenet::{LeNet, LeNetConfig};
 pub use mlp::{Mlp, MlpConfig};

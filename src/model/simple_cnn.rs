@@ -1,12 +1,11 @@
 //! The seed CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → linear (13·13·d → 10).
 
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
-use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
+use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
-use burn::tensor::activation::relu;
+use cubenet_kernels::KernelBackend;
 
 use super::ModelError;
+use super::conv_block::{ConvBlock, KernelPath};
 use super::geometry::{check_nonzero, conv_output, pool_output};
 
 const KERNEL: usize = 3;
@@ -27,13 +26,15 @@ pub struct SimpleCnnConfig {
     /// Refuse an input whose conv output the 2x2 pool windows do not tile exactly.
     #[config(default = true)]
     pub exact_pooling: bool,
+    /// Which implementation runs the conv·ReLU·pool block.
+    #[config(default = "KernelPath::Burn")]
+    pub kernels: KernelPath,
 }
 
 /// One convolution, one pool, one linear layer: the network of seed 001.
 #[derive(Module, Debug)]
 pub struct SimpleCnn<B: Backend> {
-    conv: Conv2d<B>,
-    pool: MaxPool2d,
+    block: ConvBlock<B>,
     output: Linear<B>,
 }
 
@@ -46,22 +47,17 @@ impl SimpleCnnConfig {
         let conv = conv_output("conv", input, [KERNEL; 2], [1, 1], [0, 0])?;
         let pooled = pool_output("pool", conv, [POOL; 2], [POOL; 2], self.exact_pooling)?;
         Ok(SimpleCnn {
-            conv: Conv2dConfig::new([1, self.filters], [KERNEL; 2])
-                .with_padding(PaddingConfig2d::Valid)
-                .init(device),
-            pool: MaxPool2dConfig::new([POOL; 2])
-                .with_strides([POOL; 2])
-                .init(),
+            block: ConvBlock::new([1, self.filters], KERNEL, 0, POOL, self.kernels, device),
             output: LinearConfig::new(self.filters * pooled[0] * pooled[1], self.num_classes)
                 .init(device),
         })
     }
 }
 
-impl<B: Backend> SimpleCnn<B> {
+impl<B: KernelBackend> SimpleCnn<B> {
     /// Class logits `[n, classes]` for images `[n, 1, side, side]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        let x = self.pool.forward(relu(self.conv.forward(images)));
-        self.output.forward(x.flatten(1, 3))
+        self.output
+            .forward(self.block.forward(images).flatten(1, 3))
     }
 }

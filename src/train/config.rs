@@ -28,8 +28,9 @@ pub struct MnistTrainingConfig {
     /// Stop after this many epochs without a lower validation loss.
     #[config(default = 3)]
     pub patience: usize,
-    /// Threads that assemble batches.
-    #[config(default = 2)]
+    /// Extra threads that assemble batches; 0 assembles them on the training thread, which
+    /// costs nothing measurable for MNIST and keeps every GPU tensor on one stream.
+    #[config(default = 0)]
     pub workers: usize,
     /// Use only this many images of the training file (before the train/valid split).
     pub limit_train: Option<usize>,

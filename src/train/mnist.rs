@@ -11,10 +11,10 @@ use burn::data::dataset::Dataset;
 use burn::optim::AdamConfig;
 use burn::prelude::*;
 use burn::record::CompactRecorder;
-use burn::tensor::backend::AutodiffBackend;
 use burn::train::metric::store::{Aggregate, Direction, Split as MetricSplit};
 use burn::train::metric::{AccuracyMetric, CudaMetric, LearningRateMetric, LossMetric};
 use burn::train::{Learner, MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 use super::artifacts::{plot_learning_curves, save_config, save_model};
 use super::epoch_lines::EpochLineRenderer;
@@ -50,7 +50,7 @@ impl MnistSplits {
 
 /// Trains the configured model on `splits.train` (validating on `splits.valid`), writes the
 /// artifacts into `artifact_dir` and returns the trained model.
-pub fn train<B: AutodiffBackend>(
+pub fn train<B: AutodiffKernelBackend>(
     config: &MnistTrainingConfig,
     splits: &MnistSplits,
     artifact_dir: &Path,
@@ -118,7 +118,7 @@ impl BackendTask for MnistRun {
     /// Test accuracy, 0 to 1.
     type Output = Result<f64, TrainError>;
 
-    fn run<B: AutodiffBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
         self.config.validate()?;
         let splits = MnistSplits::load(&self.source, &self.config)?;
         let model = train::<B>(&self.config, &splits, &self.artifact_dir, kind, &device)?;
@@ -127,7 +127,7 @@ impl BackendTask for MnistRun {
 }
 
 /// Share (0 to 1) of `images` whose digit `model` predicts correctly.
-pub fn evaluate<B: Backend>(
+pub fn evaluate<B: KernelBackend>(
     model: &MnistModel<B>,
     images: &MnistSubset,
     device: &B::Device,

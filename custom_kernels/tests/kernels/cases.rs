@@ -1,0 +1,116 @@
+//! Seeded random problem shapes covering the ranges the kernels must handle.
+
+use cubenet_kernels::{ConvOptions2d, PoolOptions2d};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+/// Cases per op.
+pub const CASES: u64 = 200;
+/// Cap on multiply-adds per conv case, so 200 cases stay quick on a software GPU.
+const MAX_MACS: usize = 1_000_000;
+
+/// A convolution problem.
+#[derive(Debug, Clone)]
+pub struct ConvCase {
+    pub seed: u64,
+    pub batch: usize,
+    pub c_in: usize,
+    pub c_out: usize,
+    pub size: [usize; 2],
+    pub kernel: [usize; 2],
+    pub options: ConvOptions2d,
+    pub bias: bool,
+    /// Whether the input needs a gradient (false for a first layer fed with data).
+    pub x_grad: bool,
+}
+
+impl ConvCase {
+    /// Case `index` of the seeded sequence `base`: batch 1–64, C_in 1–8, C_out 1–70, H and W
+    /// 5–40, kernel 1–5, stride 1–2, padding 0–2, with batch 1 and channel counts that are
+    /// not multiples of 32 forced in regularly.
+    pub fn random(base: u64, index: u64) -> Self {
+        let seed = base.wrapping_mul(1_000_003).wrapping_add(index);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut case = Self {
+            seed,
+            batch: if index.is_multiple_of(10) {
+                1
+            } else {
+                rng.random_range(1..=64)
+            },
+            c_in: rng.random_range(1..=8),
+            c_out: if index.is_multiple_of(7) {
+                [33, 65, 70][rng.random_range(0..3)]
+            } else {
+                rng.random_range(1..=70)
+            },
+            size: [rng.random_range(5..=40), rng.random_range(5..=40)],
+            kernel: [rng.random_range(1..=5), rng.random_range(1..=5)],
+            options: ConvOptions2d::new(
+                [rng.random_range(1..=2), rng.random_range(1..=2)],
+                [rng.random_range(0..=2), rng.random_range(0..=2)],
+            ),
+            bias: index % 4 != 3,
+            x_grad: index % 3 != 2,
+        };
+        // Shrink batch, then filters, then the map until the case is cheap enough.
+        while case.macs() > MAX_MACS {
+            if case.batch > 1 && rng.random_bool(0.6) {
+                case.batch = case.batch.div_ceil(2);
+            } else if case.c_out > 8 && rng.random_bool(0.5) {
+                case.c_out -= 7;
+            } else if case.size[0].max(case.size[1]) > 8 {
+                case.size = case.size.map(|s| (s * 3 / 4).max(5));
+            } else {
+                case.batch = case.batch.div_ceil(2);
+            }
+        }
+        case
+    }
+
+    /// The seed CNN's layer: conv 3x3 (1 → `filters`) with bias over `batch` 28x28 images.
+    pub fn seed_cnn(batch: usize, filters: usize) -> Self {
+        Self {
+            seed: (batch * 1000 + filters) as u64,
+            batch,
+            c_in: 1,
+            c_out: filters,
+            size: [28, 28],
+            kernel: [3, 3],
+            options: ConvOptions2d::new([1, 1], [0, 0]),
+            bias: true,
+            x_grad: false,
+        }
+    }
+
+    pub fn x_shape(&self) -> [usize; 4] {
+        [self.batch, self.c_in, self.size[0], self.size[1]]
+    }
+
+    pub fn weight_shape(&self) -> [usize; 4] {
+        [self.c_out, self.c_in, self.kernel[0], self.kernel[1]]
+    }
+
+    pub fn output_size(&self) -> [usize; 2] {
+        self.options.output_size(self.size, self.kernel)
+    }
+
+    fn macs(&self) -> usize {
+        let [oh, ow] = self.output_size();
+        self.batch * self.c_out * oh * ow * self.c_in * self.kernel[0] * self.kernel[1]
+    }
+}
+
+/// A pooling window that fits an `input`-sized map: window 1–4, stride 1–3, padding up to
+/// half the window; about half the cases tile the input exactly.
+pub fn random_pool(rng: &mut StdRng, input: [usize; 2]) -> PoolOptions2d {
+    let kernel = input.map(|side| rng.random_range(1..=4.min(side)));
+    let stride = kernel.map(|k| rng.random_range(1..=3.min(k + 1)));
+    let padding = kernel.map(|k| rng.random_range(0..=k / 2));
+    PoolOptions2d::new(kernel, stride, padding)
+}
+
+/// `len` values uniform in [−1, 1), never all zero.
+pub fn values(rng: &mut StdRng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+}

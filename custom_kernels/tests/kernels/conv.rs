@@ -1,0 +1,124 @@
+//! `conv2d` forward and all three gradients against Burn's conv2d.
+
+use burn::prelude::*;
+use burn::tensor::module;
+use burn::tensor::ops::ConvOptions;
+use cubenet_kernels::AutodiffKernelBackend;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::cases::{CASES, ConvCase, values};
+use crate::harness::{GpuCheck, Reference, compare, floats, on_each_gpu, tensor};
+
+/// Inputs of one conv case, as host data, and the output's incoming gradient.
+pub struct ConvData {
+    pub x: Vec<f32>,
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+    pub upstream: Vec<f32>,
+}
+
+impl ConvData {
+    pub fn random(case: &ConvCase, upstream_len: usize) -> Self {
+        let mut rng = StdRng::seed_from_u64(case.seed ^ 0x5eed);
+        Self {
+            x: values(&mut rng, case.x_shape().iter().product()),
+            weight: values(&mut rng, case.weight_shape().iter().product()),
+            bias: values(&mut rng, case.c_out),
+            upstream: values(&mut rng, upstream_len),
+        }
+    }
+}
+
+/// The output and the gradients of Σ upstream ⊙ output, for comparison.
+pub struct ConvResult {
+    pub output: Vec<f32>,
+    pub x_grad: Option<Vec<f32>>,
+    pub weight_grad: Vec<f32>,
+    pub bias_grad: Option<Vec<f32>>,
+}
+
+/// Runs `op` on `B` with the case's data as tracked parameters and backpropagates
+/// Σ upstream ⊙ output.
+pub fn run_conv_like<B: AutodiffKernelBackend>(
+    case: &ConvCase,
+    data: &ConvData,
+    out_shape: [usize; 4],
+    device: &B::Device,
+    op: impl FnOnce(Tensor<B, 4>, Tensor<B, 4>, Option<Tensor<B, 1>>) -> Tensor<B, 4>,
+) -> ConvResult {
+    let mut x = tensor::<B, 4>(&data.x, case.x_shape(), device);
+    if case.x_grad {
+        x = x.require_grad();
+    }
+    let weight = tensor::<B, 4>(&data.weight, case.weight_shape(), device).require_grad();
+    let bias = case
+        .bias
+        .then(|| tensor::<B, 1>(&data.bias, [case.c_out], device).require_grad());
+    let output = op(x.clone(), weight.clone(), bias.clone());
+    assert_eq!(output.dims(), out_shape, "output shape for {case:?}");
+    let upstream = tensor::<B, 4>(&data.upstream, out_shape, device);
+    let grads = (output.clone() * upstream).sum().backward();
+    ConvResult {
+        output: floats(output),
+        x_grad: case
+            .x_grad
+            .then(|| floats(x.grad(&grads).expect("x gradient"))),
+        weight_grad: floats(weight.grad(&grads).expect("weight gradient")),
+        bias_grad: bias.map(|b| floats(b.grad(&grads).expect("bias gradient"))),
+    }
+}
+
+/// Compares every tensor of two results; returns the worst relative error.
+pub fn compare_results(case: &ConvCase, ours: &ConvResult, reference: &ConvResult) -> f64 {
+    let what = |name: &str| format!("{name} of {case:?}");
+    let mut worst = compare(&what("output"), &ours.output, &reference.output);
+    if let (Some(a), Some(b)) = (&ours.x_grad, &reference.x_grad) {
+        worst = worst.max(compare(&what("x grad"), a, b));
+    }
+    worst = worst.max(compare(
+        &what("weight grad"),
+        &ours.weight_grad,
+        &reference.weight_grad,
+    ));
+    assert_eq!(ours.bias_grad.is_some(), reference.bias_grad.is_some());
+    if let (Some(a), Some(b)) = (&ours.bias_grad, &reference.bias_grad) {
+        worst = worst.max(compare(&what("bias grad"), a, b));
+    }
+    worst
+}
+
+pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {
+    ConvOptions::new(case.options.stride, case.options.padding, [1, 1], 1)
+}
+
+struct ConvCheck;
+
+impl GpuCheck for ConvCheck {
+    fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
+        let mut worst = 0f64;
+        for index in 0..CASES {
+            let case = ConvCase::random(1, index);
+            let [oh, ow] = case.output_size();
+            let out_shape = [case.batch, case.c_out, oh, ow];
+            let data = ConvData::random(&case, out_shape.iter().product());
+            let ours = run_conv_like::<B>(&case, &data, out_shape, device, |x, w, b| {
+                cubenet_kernels::conv2d(x, w, b, case.options)
+            });
+            let reference = run_conv_like::<Reference>(
+                &case,
+                &data,
+                out_shape,
+                &Default::default(),
+                |x, w, b| module::conv2d(x, w, b, burn_conv_options(&case)),
+            );
+            worst = worst.max(compare_results(&case, &ours, &reference));
+        }
+        (CASES as usize, worst)
+    }
+}
+
+#[test]
+fn conv2d_matches_burn() {
+    on_each_gpu("conv2d forward + x/weight/bias grads", ConvCheck);
+}

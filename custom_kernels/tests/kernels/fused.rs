@@ -1,0 +1,111 @@
+//! The fused conv·bias·ReLU·max-pool against Burn's conv2d → relu → max_pool2d, forward,
+//! argmax and all gradients.
+
+use burn::tensor::{activation, module};
+use cubenet_kernels::{AutodiffKernelBackend, NO_ARGMAX, PoolOptions2d};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::cases::{CASES, ConvCase, random_pool};
+use crate::conv::{ConvData, burn_conv_options, compare_results, run_conv_like};
+use crate::harness::{GpuCheck, Reference, TOLERANCE, floats, ints, on_each_gpu};
+use crate::pool::expected_offsets;
+
+struct FusedCheck;
+
+impl GpuCheck for FusedCheck {
+    fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
+        // The random cases, then the seed CNN's own shapes with its 2x2 pool: the batches a
+        // 64-image MNIST epoch runs on (64, then 48), an uneven one, a large one, and d = 256.
+        let seed_shapes = [(64, 32), (48, 32), (50, 32), (1000, 32), (120, 256)];
+        let cases = (0..CASES)
+            .map(|index| (ConvCase::random(3, index), None))
+            .chain(seed_shapes.map(|(batch, d)| {
+                (
+                    ConvCase::seed_cnn(batch, d),
+                    Some(PoolOptions2d::new([2, 2], [2, 2], [0, 0])),
+                )
+            }));
+        let mut worst = 0f64;
+        let mut count = 0;
+        for (case, fixed_pool) in cases {
+            count += 1;
+            let conv_size = case.output_size();
+            let pool = fixed_pool
+                .unwrap_or_else(|| random_pool(&mut StdRng::seed_from_u64(case.seed), conv_size));
+            let [out_h, out_w] = pool.output_size(conv_size);
+            let out_shape = [case.batch, case.c_out, out_h, out_w];
+            let data = ConvData::random(&case, out_shape.iter().product());
+            let label = format!("{case:?}, {pool:?}");
+
+            let mut argmax = None;
+            let ours = run_conv_like::<B>(&case, &data, out_shape, device, |x, w, b| {
+                let (output, indices) =
+                    cubenet_kernels::conv_relu_pool_with_argmax(x, w, b, case.options, pool);
+                argmax = Some(ints(indices));
+                output
+            });
+            let mut conv_ref = None;
+            let mut indices_ref = None;
+            let reference = run_conv_like::<Reference>(
+                &case,
+                &data,
+                out_shape,
+                &Default::default(),
+                |x, w, b| {
+                    let conv = module::conv2d(x, w, b, burn_conv_options(&case));
+                    conv_ref = Some(floats(conv.clone()));
+                    let (output, indices) = module::max_pool2d_with_indices(
+                        activation::relu(conv),
+                        pool.kernel,
+                        pool.stride,
+                        pool.padding,
+                        [1, 1],
+                        false,
+                    );
+                    indices_ref = Some(ints(indices));
+                    output
+                },
+            );
+            worst = worst.max(compare_results(&case, &ours, &reference));
+
+            // The argmax must name the same window position, except where two conv values
+            // tie within rounding, or where the pooled value is (about) zero.
+            let argmax = argmax.unwrap();
+            let conv_ref = conv_ref.unwrap();
+            let expected = expected_offsets(&indices_ref.unwrap(), out_shape, conv_size[1], pool);
+            let scale = conv_ref.iter().fold(1e-12f32, |m, v| m.max(v.abs()));
+            let tolerance = TOLERANCE as f32 * scale;
+            let conv_value = |i: usize, offset: i64| {
+                let plane = i / (out_h * out_w);
+                let (ph, pw) = ((i / out_w) % out_h, i % out_w);
+                let row = ph * pool.stride[0] + offset as usize / pool.kernel[1] - pool.padding[0];
+                let col = pw * pool.stride[1] + offset as usize % pool.kernel[1] - pool.padding[1];
+                conv_ref[(plane * conv_size[0] + row) * conv_size[1] + col]
+            };
+            for (i, (&got, &want)) in argmax.iter().zip(&expected).enumerate() {
+                let pooled = reference.output[i];
+                let ok = if pooled <= tolerance {
+                    got == NO_ARGMAX as i64 || pooled.abs() <= tolerance
+                } else {
+                    got == want
+                        || (got != NO_ARGMAX as i64
+                            && (conv_value(i, got) - conv_value(i, want)).abs() <= tolerance)
+                };
+                assert!(
+                    ok,
+                    "argmax of {label}: element {i} is {got}, expected {want} (pooled {pooled})"
+                );
+            }
+        }
+        (count, worst)
+    }
+}
+
+#[test]
+fn conv_relu_pool_matches_burn() {
+    on_each_gpu(
+        "conv_relu_pool forward + argmax + x/weight/bias grads",
+        FusedCheck,
+    );
+}

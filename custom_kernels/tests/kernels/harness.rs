@@ -1,0 +1,113 @@
+//! GPU runtimes to test on, tensor transfer and the error measure.
+
+use burn::backend::{Autodiff, NdArray};
+use burn::prelude::*;
+use cubenet_kernels::AutodiffKernelBackend;
+
+/// The reference: Burn's own ops on the CPU, with Burn's autodiff.
+pub type Reference = Autodiff<NdArray>;
+
+/// Largest accepted error, relative to the largest magnitude of the reference tensor.
+pub const TOLERANCE: f64 = 1e-4;
+
+/// A check that can run on any backend with the kernels.
+pub trait GpuCheck {
+    /// Runs every case on `B`, returning (cases run, worst relative error seen).
+    fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64);
+}
+
+/// Runs `check` on every GPU runtime that is compiled in and has a device. A runtime
+/// without a device is skipped, unless `CUBENET_REQUIRE_WGPU=1` / `CUBENET_REQUIRE_CUDA=1`
+/// asks for it, in which case the test fails.
+pub fn on_each_gpu(name: &str, check: impl GpuCheck) {
+    cubenet_kernels::poison_outputs(true);
+    let mut runtimes = 0;
+    #[cfg(feature = "wgpu")]
+    {
+        use cubenet_kernels::CubeWgpu;
+        let device = burn::backend::wgpu::WgpuDevice::default();
+        if available::<CubeWgpu>("wgpu", "CUBENET_REQUIRE_WGPU", &device) {
+            report(name, "wgpu", check.run::<Autodiff<CubeWgpu>>(&device));
+            runtimes += 1;
+        }
+    }
+    #[cfg(feature = "cuda")]
+    {
+        use cubenet_kernels::CubeCuda;
+        let device = burn::backend::cuda::CudaDevice::default();
+        if available::<CubeCuda>("cuda", "CUBENET_REQUIRE_CUDA", &device) {
+            report(name, "cuda", check.run::<Autodiff<CubeCuda>>(&device));
+            runtimes += 1;
+        }
+    }
+    if runtimes == 0 {
+        println!("{name}: no GPU runtime ran (build with --features wgpu and/or cuda)");
+        let _ = check; // nothing to run it on
+    }
+}
+
+fn report(name: &str, runtime: &str, (cases, worst): (usize, f64)) {
+    println!("{name} on {runtime}: {cases} cases passed, worst relative error {worst:.2e}");
+}
+
+#[allow(dead_code)] // unused when no GPU runtime is compiled in
+fn available<B: Backend>(runtime: &str, require_var: &str, device: &B::Device) -> bool {
+    let probe = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Tensor::<B, 1>::from_floats([1.0, 2.0], device)
+            .sum()
+            .into_scalar()
+            .elem::<f32>()
+    }));
+    let usable = matches!(probe, Ok(sum) if sum == 3.0);
+    let required = std::env::var(require_var).is_ok_and(|v| v == "1");
+    if !usable {
+        assert!(
+            !required,
+            "{require_var}=1 but the {runtime} runtime has no usable device"
+        );
+        println!("skipping {runtime}: no usable device ({require_var}=1 makes this an error)");
+    }
+    usable
+}
+
+/// A tensor holding `values` on backend `B`.
+pub fn tensor<B: Backend, const D: usize>(
+    values: &[f32],
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(TensorData::new(values.to_vec(), shape), device)
+}
+
+pub fn floats<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32> {
+    tensor
+        .into_data()
+        .convert::<f32>()
+        .to_vec()
+        .expect("float data")
+}
+
+pub fn ints<B: Backend, const D: usize>(tensor: Tensor<B, D, Int>) -> Vec<i64> {
+    tensor.into_data().iter::<i64>().collect()
+}
+
+/// Largest |ours − reference| over all elements, relative to the largest |reference|.
+/// Panics, naming `what` and the first bad element, above [`TOLERANCE`] or on any NaN
+/// (which is what an element no kernel wrote holds).
+pub fn compare(what: &str, ours: &[f32], reference: &[f32]) -> f64 {
+    assert_eq!(ours.len(), reference.len(), "{what}: lengths differ");
+    let scale = reference
+        .iter()
+        .fold(0f64, |m, &v| m.max(f64::from(v).abs()))
+        .max(1e-12);
+    let mut worst = 0f64;
+    for (i, (&a, &b)) in ours.iter().zip(reference).enumerate() {
+        let err = (f64::from(a) - f64::from(b)).abs() / scale;
+        assert!(
+            err <= TOLERANCE,
+            "{what}: element {i} is {a}, reference {b} (error {err:.2e} of max |ref| {scale:.3e})"
+        );
+        worst = worst.max(err);
+    }
+    worst
+}

@@ -1,0 +1,14 @@
+//! The kernels against Burn's own ops on NdArray, on every GPU runtime this machine has
+//! (wgpu on any Vulkan adapter, Mesa's software one included; CUDA on NVIDIA GPUs).
+//!
+//! Each op is run on ≥ 200 seeded random shapes; outputs are poisoned before every launch
+//! (see `cubenet_kernels::poison_outputs`) and every element is compared. A failure prints
+//! the case (with its seed) so it can be rerun alone.
+
+mod cases;
+mod conv;
+mod fused;
+mod gradcheck;
+mod harness;
+mod ndarray_defaults;
+mod pool;

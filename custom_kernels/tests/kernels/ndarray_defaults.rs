@@ -1,0 +1,39 @@
+//! The default (Burn-ops) bodies that NdArray runs: same contract as the kernels, checked
+//! against Burn's autodiff through conv2d → relu → max_pool2d on a few cases. They are also
+//! what the GPU kernels are compared with indirectly, so they must be right themselves.
+
+use burn::tensor::{activation, module};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::cases::{ConvCase, random_pool};
+use crate::conv::{ConvData, burn_conv_options, compare_results, run_conv_like};
+use crate::harness::Reference;
+
+#[test]
+fn ndarray_default_bodies_match_burn_autodiff() {
+    let device = Default::default();
+    for index in 0..30 {
+        let case = ConvCase::random(4, index);
+        let conv_size = case.output_size();
+        let pool = random_pool(&mut StdRng::seed_from_u64(case.seed), conv_size);
+        let [out_h, out_w] = pool.output_size(conv_size);
+        let out_shape = [case.batch, case.c_out, out_h, out_w];
+        let data = ConvData::random(&case, out_shape.iter().product());
+        let ours = run_conv_like::<Reference>(&case, &data, out_shape, &device, |x, w, b| {
+            cubenet_kernels::conv_relu_pool(x, w, b, case.options, pool)
+        });
+        let reference = run_conv_like::<Reference>(&case, &data, out_shape, &device, |x, w, b| {
+            let conv = module::conv2d(x, w, b, burn_conv_options(&case));
+            module::max_pool2d(
+                activation::relu(conv),
+                pool.kernel,
+                pool.stride,
+                pool.padding,
+                [1, 1],
+                false,
+            )
+        });
+        compare_results(&case, &ours, &reference);
+    }
+}
