@@ -90,10 +90,6 @@ fn dims4<R: CubeRuntime>(tensor: &CubeTensor<R>) -> [usize; 4] {
     [shape[0], shape[1], shape[2], shape[3]]
 }
 
-fn conv_window(weight: [usize; 4], options: ConvOptions2d) -> Window {
-    Window::new([weight[2], weight[3]], options.stride, options.padding)
-}
-
 fn pool_window(pool: PoolOptions2d) -> Window {
     Window::new(pool.kernel, pool.stride, pool.padding)
 }
@@ -103,38 +99,119 @@ fn no_pool() -> Window {
     Window::new([1, 1], [1, 1], [0, 0])
 }
 
-/// Weight (and bias) gradient by the cube-per-element reduction; `argmax` routes a pooled
-/// gradient to the conv positions it came from.
-fn weight_grad<R: CubeRuntime, F: FloatElement>(
-    x: &CubeTensor<R>,
-    grad: &CubeTensor<R>,
-    argmax: Option<&CubeTensor<R>>,
+/// A convolution's input and filters, contiguous, with their sizes.
+struct ConvOperands<R: CubeRuntime> {
+    x: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    x_dims: [usize; 4],
     weight_dims: [usize; 4],
-    conv: Window,
-    pool: Window,
-    with_bias: bool,
-) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
-    let [c_out, c_in, kh, kw] = weight_dims;
-    let weight_grad = empty_like(x, weight_dims, F::dtype());
-    // Without a bias the bias cube is not launched and this one-element buffer is not written.
-    let bias_grad = empty_like(x, [if with_bias { c_out } else { 1 }, 1, 1, 1], F::dtype());
-    let cubes_per_filter = c_in * kh * kw + usize::from(with_bias);
-    conv2d_weight_grad::launch::<F, R>(
-        &x.client,
-        CubeCount::Static(cubes_per_filter as u32, c_out as u32, 1),
-        CubeDim::new_1d(REDUCE_CUBE_SIZE),
-        x.clone().into_tensor_arg(),
-        grad.clone().into_tensor_arg(),
-        argmax.map(|a| a.clone().into_tensor_arg()).into(),
-        weight_grad.clone().into_tensor_arg(),
-        bias_grad.clone().into_tensor_arg(),
-        conv,
-        pool,
-        REDUCE_CUBE_SIZE,
-        argmax_storage(argmax),
-    );
-    let bias_grad = with_bias.then(|| reshape(bias_grad, vec![c_out]));
-    (weight_grad, bias_grad)
+    /// The filter window with the convolution's stride and padding.
+    window: Window,
+    /// Height and width of the convolution's output.
+    out_size: [usize; 2],
+}
+
+impl<R: CubeRuntime> ConvOperands<R> {
+    fn new(x: CubeTensor<R>, weight: CubeTensor<R>, options: ConvOptions2d) -> Self {
+        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
+        let (x_dims, weight_dims) = (dims4(&x), dims4(&weight));
+        let kernel = [weight_dims[2], weight_dims[3]];
+        Self {
+            window: Window::new(kernel, options.stride, options.padding),
+            out_size: options.output_size([x_dims[2], x_dims[3]], kernel),
+            x,
+            weight,
+            x_dims,
+            weight_dims,
+        }
+    }
+
+    /// `[N, C_out, h, w]`: the output shape for a map of `size` per filter.
+    fn output_shape(&self, size: [usize; 2]) -> [usize; 4] {
+        [self.x_dims[0], self.weight_dims[0], size[0], size[1]]
+    }
+
+    /// Input (if `wants.x`), weight and bias gradients from `grad`: the conv output's own
+    /// gradient, or a pooled gradient routed through `argmax` over `pool` windows.
+    fn grads<F: FloatElement>(
+        &self,
+        grad: CubeTensor<R>,
+        argmax: Option<CubeTensor<R>>,
+        pool: Window,
+        wants: GradsWanted,
+    ) -> (Option<CubeTensor<R>>, CubeTensor<R>, Option<CubeTensor<R>>) {
+        let grad = into_contiguous(grad);
+        let argmax = argmax.map(into_contiguous);
+        let x_grad = wants
+            .x
+            .then(|| self.input_grad::<F>(&grad, argmax.as_ref(), pool));
+        let (weight_grad, bias_grad) =
+            self.weight_grad::<F>(&grad, argmax.as_ref(), pool, wants.bias);
+        (x_grad, weight_grad, bias_grad)
+    }
+
+    /// Input gradient by the gather kernel.
+    fn input_grad<F: FloatElement>(
+        &self,
+        grad: &CubeTensor<R>,
+        argmax: Option<&CubeTensor<R>>,
+        pool: Window,
+    ) -> CubeTensor<R> {
+        let x_grad = empty_like(&self.x, self.x_dims, F::dtype());
+        let (count, dim) = elementwise(&x_grad);
+        conv2d_input_grad::launch::<F, R>(
+            &x_grad.client,
+            count,
+            dim,
+            grad.clone().into_tensor_arg(),
+            argmax.map(|a| a.clone().into_tensor_arg()).into(),
+            self.weight.clone().into_tensor_arg(),
+            x_grad.clone().into_tensor_arg(),
+            self.out_size[0] as u32,
+            self.out_size[1] as u32,
+            self.window,
+            pool,
+            argmax_storage(argmax),
+        );
+        x_grad
+    }
+
+    /// Weight (and bias) gradient by the cube-per-element reduction.
+    fn weight_grad<F: FloatElement>(
+        &self,
+        grad: &CubeTensor<R>,
+        argmax: Option<&CubeTensor<R>>,
+        pool: Window,
+        with_bias: bool,
+    ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
+        let [c_out, c_in, kh, kw] = self.weight_dims;
+        let weight_grad = empty_like(&self.x, self.weight_dims, F::dtype());
+        // Without a bias the bias cube is not launched and this one-element buffer is not written.
+        let bias_grad = empty_like(
+            &self.x,
+            [if with_bias { c_out } else { 1 }, 1, 1, 1],
+            F::dtype(),
+        );
+        let cubes_per_filter = c_in * kh * kw + usize::from(with_bias);
+        conv2d_weight_grad::launch::<F, R>(
+            &self.x.client,
+            CubeCount::Static(cubes_per_filter as u32, c_out as u32, 1),
+            CubeDim::new_1d(REDUCE_CUBE_SIZE),
+            self.x.clone().into_tensor_arg(),
+            grad.clone().into_tensor_arg(),
+            argmax.map(|a| a.clone().into_tensor_arg()).into(),
+            weight_grad.clone().into_tensor_arg(),
+            bias_grad.clone().into_tensor_arg(),
+            self.window,
+            pool,
+            REDUCE_CUBE_SIZE,
+            argmax_storage(argmax),
+        );
+        (
+            weight_grad,
+            with_bias.then(|| reshape(bias_grad, vec![c_out])),
+        )
+    }
 }
 
 /// The same buffer under a new shape (the tensor is contiguous, so no data moves).
@@ -153,35 +230,6 @@ fn argmax_storage<R: CubeRuntime>(argmax: Option<&CubeTensor<R>>) -> StorageType
     storage_of(argmax.map_or(DType::U8, |a| a.dtype))
 }
 
-/// Input gradient by the gather kernel; `argmax` routes a pooled gradient.
-fn input_grad<R: CubeRuntime, F: FloatElement>(
-    x_dims: [usize; 4],
-    weight: &CubeTensor<R>,
-    grad: &CubeTensor<R>,
-    argmax: Option<&CubeTensor<R>>,
-    conv_size: [usize; 2],
-    conv: Window,
-    pool: Window,
-) -> CubeTensor<R> {
-    let x_grad = empty_like(weight, x_dims, F::dtype());
-    let (count, dim) = elementwise(&x_grad);
-    conv2d_input_grad::launch::<F, R>(
-        &x_grad.client,
-        count,
-        dim,
-        grad.clone().into_tensor_arg(),
-        argmax.map(|a| a.clone().into_tensor_arg()).into(),
-        weight.clone().into_tensor_arg(),
-        x_grad.clone().into_tensor_arg(),
-        conv_size[0] as u32,
-        conv_size[1] as u32,
-        conv,
-        pool,
-        argmax_storage(argmax),
-    );
-    x_grad
-}
-
 impl<R, F, I, BT> KernelBackend for CubeBackend<R, F, I, BT>
 where
     R: CubeRuntime,
@@ -195,22 +243,22 @@ where
         bias: Option<CubeTensor<R>>,
         options: ConvOptions2d,
     ) -> CubeTensor<R> {
-        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
-        let bias = bias.map(into_contiguous);
-        let [n, _, h, w] = dims4(&x);
-        let weight_dims = dims4(&weight);
-        let [out_h, out_w] = options.output_size([h, w], [weight_dims[2], weight_dims[3]]);
-        let output = empty_like(&x, [n, weight_dims[0], out_h, out_w], F::dtype());
+        let operands = ConvOperands::new(x, weight, options);
+        let output = empty_like(
+            &operands.x,
+            operands.output_shape(operands.out_size),
+            F::dtype(),
+        );
         let (count, dim) = elementwise(&output);
         conv2d_forward::launch::<F, R>(
             &output.client,
             count,
             dim,
-            x.into_tensor_arg(),
-            weight.into_tensor_arg(),
-            bias.map(|b| b.into_tensor_arg()).into(),
+            operands.x.into_tensor_arg(),
+            operands.weight.into_tensor_arg(),
+            bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
             output.clone().into_tensor_arg(),
-            conv_window(weight_dims, options),
+            operands.window,
         );
         output
     }
@@ -222,32 +270,9 @@ where
         options: ConvOptions2d,
         wants: GradsWanted,
     ) -> ConvGrads<Self> {
-        let (x, weight, grad) = (
-            into_contiguous(x),
-            into_contiguous(weight),
-            into_contiguous(grad),
-        );
-        let weight_dims = dims4(&weight);
-        let conv = conv_window(weight_dims, options);
-        let [_, _, out_h, out_w] = dims4(&grad);
-        let x_grad = wants.x.then(|| {
-            input_grad::<R, F>(
-                dims4(&x),
-                &weight,
-                &grad,
-                None,
-                [out_h, out_w],
-                conv,
-                no_pool(),
-            )
-        });
-        let (weight_grad, bias_grad) =
-            weight_grad::<R, F>(&x, &grad, None, weight_dims, conv, no_pool(), wants.bias);
-        ConvGrads {
-            x: x_grad,
-            weight: weight_grad,
-            bias: bias_grad,
-        }
+        let operands = ConvOperands::new(x, weight, options);
+        let (x, weight, bias) = operands.grads::<F>(grad, None, no_pool(), wants);
+        ConvGrads { x, weight, bias }
     }
 
     fn max_pool_with_argmax(
@@ -304,28 +329,24 @@ where
         conv: ConvOptions2d,
         pool: PoolOptions2d,
     ) -> (CubeTensor<R>, CubeTensor<R>) {
-        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
-        let bias = bias.map(into_contiguous);
-        let [n, _, h, w] = dims4(&x);
-        let weight_dims = dims4(&weight);
-        let [conv_h, conv_w] = conv.output_size([h, w], [weight_dims[2], weight_dims[3]]);
-        let [out_h, out_w] = pool.output_size([conv_h, conv_w]);
-        let output = empty_like(&x, [n, weight_dims[0], out_h, out_w], F::dtype());
-        let (argmax_dtype, argmax_type) = argmax_dtype(&x.client);
-        let argmax = empty_like(&x, [n, weight_dims[0], out_h, out_w], argmax_dtype);
+        let operands = ConvOperands::new(x, weight, conv);
+        let out_shape = operands.output_shape(pool.output_size(operands.out_size));
+        let output = empty_like(&operands.x, out_shape, F::dtype());
+        let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
+        let argmax = empty_like(&operands.x, out_shape, argmax_dtype);
         let (count, dim) = elementwise(&output);
         conv_relu_pool_forward::launch::<F, R>(
             &output.client,
             count,
             dim,
-            x.into_tensor_arg(),
-            weight.into_tensor_arg(),
-            bias.map(|b| b.into_tensor_arg()).into(),
+            operands.x.into_tensor_arg(),
+            operands.weight.into_tensor_arg(),
+            bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
             output.clone().into_tensor_arg(),
             argmax.clone().into_tensor_arg(),
-            conv_h as u32,
-            conv_w as u32,
-            conv_window(weight_dims, conv),
+            operands.out_size[0] as u32,
+            operands.out_size[1] as u32,
+            operands.window,
             pool_window(pool),
             argmax_type,
         );
@@ -341,33 +362,8 @@ where
         pool: PoolOptions2d,
         wants: GradsWanted,
     ) -> ConvGrads<Self> {
-        let (x, weight, grad) = (
-            into_contiguous(x),
-            into_contiguous(weight),
-            into_contiguous(grad),
-        );
-        let argmax = into_contiguous(argmax);
-        let x_dims = dims4(&x);
-        let weight_dims = dims4(&weight);
-        let conv_size = conv.output_size([x_dims[2], x_dims[3]], [weight_dims[2], weight_dims[3]]);
-        let conv = conv_window(weight_dims, conv);
-        let pool = pool_window(pool);
-        let x_grad = wants.x.then(|| {
-            input_grad::<R, F>(x_dims, &weight, &grad, Some(&argmax), conv_size, conv, pool)
-        });
-        let (weight_grad, bias_grad) = weight_grad::<R, F>(
-            &x,
-            &grad,
-            Some(&argmax),
-            weight_dims,
-            conv,
-            pool,
-            wants.bias,
-        );
-        ConvGrads {
-            x: x_grad,
-            weight: weight_grad,
-            bias: bias_grad,
-        }
+        let operands = ConvOperands::new(x, weight, conv);
+        let (x, weight, bias) = operands.grads::<F>(grad, Some(argmax), pool_window(pool), wants);
+        ConvGrads { x, weight, bias }
     }
 }

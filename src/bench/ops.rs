@@ -3,7 +3,7 @@
 
 use burn::prelude::*;
 use burn::tensor::Distribution;
-use burn::tensor::ops::{ConvOptions, FloatTensor};
+use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 use cubenet_kernels::{ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d};
 use serde::Serialize;
 
@@ -24,8 +24,78 @@ impl OpComparison {
     }
 }
 
-fn random<B: Backend>(shape: [usize; 4], device: &B::Device) -> FloatTensor<B> {
-    Tensor::<B, 4>::random(shape, Distribution::Normal(0.0, 1.0), device)
+/// The seed CNN's conv layer on random data, with Burn's calls for each op.
+struct SeedLayer<B: Backend> {
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: FloatTensor<B>,
+}
+
+const CONV: ConvOptions2d = ConvOptions2d {
+    stride: [1, 1],
+    padding: [0, 0],
+};
+const POOL: PoolOptions2d = PoolOptions2d {
+    kernel: [2, 2],
+    stride: [2, 2],
+    padding: [0, 0],
+};
+
+impl<B: KernelBackend> SeedLayer<B> {
+    fn burn_conv(&self) -> FloatTensor<B> {
+        let options = ConvOptions::new(CONV.stride, CONV.padding, [1, 1], 1);
+        B::conv2d(
+            self.x.clone(),
+            self.weight.clone(),
+            Some(self.bias.clone()),
+            options,
+        )
+    }
+
+    fn burn_conv_weight_bias_grads(&self, grad: FloatTensor<B>) {
+        let options = ConvOptions::new(CONV.stride, CONV.padding, [1, 1], 1);
+        drop(B::conv2d_weight_backward(
+            self.x.clone(),
+            self.weight.clone(),
+            grad.clone(),
+            options,
+        ));
+        drop(B::conv2d_bias_backward(
+            self.x.clone(),
+            self.bias.clone(),
+            grad,
+        ));
+    }
+
+    fn burn_pool(&self, x: FloatTensor<B>) -> (FloatTensor<B>, IntTensor<B>) {
+        let pooled =
+            B::max_pool2d_with_indices(x, POOL.kernel, POOL.stride, POOL.padding, [1, 1], false);
+        (pooled.output, pooled.indices)
+    }
+
+    fn burn_pool_grad(
+        &self,
+        x: FloatTensor<B>,
+        grad: FloatTensor<B>,
+        indices: IntTensor<B>,
+    ) -> FloatTensor<B> {
+        let (kernel, stride, padding) = (POOL.kernel, POOL.stride, POOL.padding);
+        B::max_pool2d_with_indices_backward(
+            x,
+            kernel,
+            stride,
+            padding,
+            [1, 1],
+            false,
+            grad,
+            indices,
+        )
+        .x_grad
+    }
+}
+
+fn random<B: Backend, const D: usize>(shape: [usize; D], device: &B::Device) -> FloatTensor<B> {
+    Tensor::<B, D>::random(shape, Distribution::Normal(0.0, 1.0), device)
         .into_primitive()
         .tensor()
 }
@@ -39,27 +109,20 @@ pub fn compare_ops<B: KernelBackend>(
     warmup: usize,
     repeats: usize,
 ) -> Vec<OpComparison> {
-    let conv = ConvOptions2d::new([1, 1], [0, 0]);
-    let burn_conv = ConvOptions::new([1, 1], [0, 0], [1, 1], 1);
-    let pool = PoolOptions2d::new([2, 2], [2, 2], [0, 0]);
-    let x = random::<B>([batch, 1, 28, 28], device);
-    let weight = random::<B>([filters, 1, 3, 3], device);
-    let bias = Tensor::<B, 1>::random([filters], Distribution::Default, device)
-        .into_primitive()
-        .tensor();
-    let conv_out = B::conv2d(
-        x.clone(),
-        weight.clone(),
-        Some(bias.clone()),
-        burn_conv.clone(),
-    );
-    let conv_grad = random::<B>([batch, filters, 26, 26], device);
-    let pooled_grad = random::<B>([batch, filters, 13, 13], device);
-    let (_, argmax) = B::max_pool_with_argmax(conv_out.clone(), pool);
-    let burn_indices =
-        B::max_pool2d_with_indices(conv_out.clone(), [2, 2], [2, 2], [0, 0], [1, 1], false).indices;
+    let layer = SeedLayer::<B> {
+        x: random::<B, 4>([batch, 1, 28, 28], device),
+        weight: random::<B, 4>([filters, 1, 3, 3], device),
+        bias: random::<B, 1>([filters], device),
+    };
+    let (x, weight, bias) = (&layer.x, &layer.weight, &layer.bias);
+    let conv_out = layer.burn_conv();
+    let activated = B::relu(conv_out.clone());
+    let conv_grad = random::<B, 4>([batch, filters, 26, 26], device);
+    let pooled_grad = random::<B, 4>([batch, filters, 13, 13], device);
+    let (_, argmax) = B::max_pool_with_argmax(conv_out.clone(), POOL);
+    let (_, burn_indices) = layer.burn_pool(conv_out.clone());
     let (_, fused_argmax) =
-        B::conv_relu_pool(x.clone(), weight.clone(), Some(bias.clone()), conv, pool);
+        B::conv_relu_pool(x.clone(), weight.clone(), Some(bias.clone()), CONV, POOL);
     let weights_only = GradsWanted {
         x: false,
         bias: true,
@@ -75,15 +138,8 @@ pub fn compare_ops<B: KernelBackend>(
     vec![
         time(
             "conv2d forward",
-            Box::new(|| drop(B::conv(x.clone(), weight.clone(), Some(bias.clone()), conv))),
-            Box::new(|| {
-                drop(B::conv2d(
-                    x.clone(),
-                    weight.clone(),
-                    Some(bias.clone()),
-                    burn_conv.clone(),
-                ))
-            }),
+            Box::new(|| drop(B::conv(x.clone(), weight.clone(), Some(bias.clone()), CONV))),
+            Box::new(|| drop(layer.burn_conv())),
         ),
         time(
             "conv2d backward (weight, bias)",
@@ -92,37 +148,16 @@ pub fn compare_ops<B: KernelBackend>(
                     x.clone(),
                     weight.clone(),
                     conv_grad.clone(),
-                    conv,
+                    CONV,
                     weights_only,
                 ))
             }),
-            Box::new(|| {
-                drop(B::conv2d_weight_backward(
-                    x.clone(),
-                    weight.clone(),
-                    conv_grad.clone(),
-                    burn_conv.clone(),
-                ));
-                drop(B::conv2d_bias_backward(
-                    x.clone(),
-                    bias.clone(),
-                    conv_grad.clone(),
-                ));
-            }),
+            Box::new(|| layer.burn_conv_weight_bias_grads(conv_grad.clone())),
         ),
         time(
             "max-pool 2x2 forward (+argmax)",
-            Box::new(|| drop(B::max_pool_with_argmax(conv_out.clone(), pool))),
-            Box::new(|| {
-                drop(B::max_pool2d_with_indices(
-                    conv_out.clone(),
-                    [2, 2],
-                    [2, 2],
-                    [0, 0],
-                    [1, 1],
-                    false,
-                ))
-            }),
+            Box::new(|| drop(B::max_pool_with_argmax(conv_out.clone(), POOL))),
+            Box::new(|| drop(layer.burn_pool(conv_out.clone()))),
         ),
         time(
             "max-pool 2x2 backward",
@@ -131,17 +166,12 @@ pub fn compare_ops<B: KernelBackend>(
                     conv_out.clone(),
                     pooled_grad.clone(),
                     argmax.clone(),
-                    pool,
+                    POOL,
                 ))
             }),
             Box::new(|| {
-                drop(B::max_pool2d_with_indices_backward(
+                drop(layer.burn_pool_grad(
                     conv_out.clone(),
-                    [2, 2],
-                    [2, 2],
-                    [0, 0],
-                    [1, 1],
-                    false,
                     pooled_grad.clone(),
                     burn_indices.clone(),
                 ))
@@ -154,62 +184,34 @@ pub fn compare_ops<B: KernelBackend>(
                     x.clone(),
                     weight.clone(),
                     Some(bias.clone()),
-                    conv,
-                    pool,
+                    CONV,
+                    POOL,
                 ))
             }),
-            Box::new(|| {
-                let y = B::conv2d(
-                    x.clone(),
-                    weight.clone(),
-                    Some(bias.clone()),
-                    burn_conv.clone(),
-                );
-                drop(B::max_pool2d_with_indices(
-                    B::relu(y),
-                    [2, 2],
-                    [2, 2],
-                    [0, 0],
-                    [1, 1],
-                    false,
-                ));
-            }),
+            Box::new(|| drop(layer.burn_pool(B::relu(layer.burn_conv())))),
         ),
         time(
             "conv·bias·ReLU·pool backward (weight, bias)",
             Box::new(|| {
+                let grad = pooled_grad.clone();
                 drop(B::conv_relu_pool_backward(
                     x.clone(),
                     weight.clone(),
-                    pooled_grad.clone(),
+                    grad,
                     fused_argmax.clone(),
-                    conv,
-                    pool,
+                    CONV,
+                    POOL,
                     weights_only,
                 ))
             }),
             Box::new(|| {
                 // Burn's chain: pool backward, ReLU mask, conv weight and bias backward.
-                let activated = B::relu(conv_out.clone());
-                let grad = B::max_pool2d_with_indices_backward(
+                let grad = layer.burn_pool_grad(
                     activated.clone(),
-                    [2, 2],
-                    [2, 2],
-                    [0, 0],
-                    [1, 1],
-                    false,
                     pooled_grad.clone(),
                     burn_indices.clone(),
-                )
-                .x_grad;
-                let grad = B::relu_backward(activated, grad);
-                drop(B::conv2d_weight_backward(
-                    x.clone(),
-                    weight.clone(),
-                    grad.clone(),
-                    burn_conv.clone(),
-                ));
-                drop(B::conv2d_bias_backward(x.clone(), bias.clone(), grad));
+                );
+                layer.burn_conv_weight_bias_grads(B::relu_backward(activated.clone(), grad));
             }),
         ),
     ]

@@ -8,7 +8,7 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::backend::AutodiffBackend;
 use cubenet::backend::{BackendError, BackendKind, BackendTask, run_on};
-use cubenet::model::{KernelPath, LeNetConfig, MnistModelConfig, SimpleCnnConfig};
+use cubenet::model::{KernelPath, LeNetConfig, MnistModel, MnistModelConfig, SimpleCnnConfig};
 use cubenet_kernels::AutodiffKernelBackend;
 
 /// Largest accepted difference, relative to the largest magnitude of the Burn-path value.
@@ -21,6 +21,19 @@ fn max_relative_diff<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D
 
 /// A model configuration with the given kernel path.
 type ModelFor = fn(KernelPath) -> MnistModelConfig;
+
+/// The model built for each kernel path, with the same weights.
+fn twin_models<B: AutodiffKernelBackend>(
+    config: ModelFor,
+    device: &B::Device,
+) -> (MnistModel<B>, MnistModel<B>) {
+    // Parameters initialize lazily, and a clone of an uninitialized one draws its own
+    // values: move one set of loaded (initialized) weights between the models.
+    let init = |kernels| config(kernels).init::<B>(device).unwrap();
+    let burn = init(KernelPath::Burn).load_record(init(KernelPath::Burn).into_record());
+    let custom = init(KernelPath::Custom).load_record(burn.clone().into_record());
+    (custom, burn)
+}
 
 #[derive(Clone)]
 struct SamePaths;
@@ -56,20 +69,7 @@ impl BackendTask for SamePaths {
         ];
         for (config, batch) in configs {
             B::seed(&device, 3);
-            // Parameters initialize lazily, and a clone of an uninitialized one draws its own
-            // values: move one set of loaded (initialized) weights between the models.
-            let weights = config(KernelPath::Custom)
-                .init::<B>(&device)
-                .unwrap()
-                .into_record();
-            let burn = config(KernelPath::Burn)
-                .init::<B>(&device)
-                .unwrap()
-                .load_record(weights);
-            let custom = config(KernelPath::Custom)
-                .init::<B>(&device)
-                .unwrap()
-                .load_record(burn.clone().into_record());
+            let (custom, burn) = twin_models::<B>(config, &device);
             let images =
                 Tensor::<B, 4>::random([batch, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device);
             let (out_custom, out_burn) = (custom.forward(images.clone()), burn.forward(images));
@@ -162,19 +162,9 @@ impl BackendTask for SameTraining {
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) {
         const STEPS: usize = 12;
         B::seed(&device, 11);
-        let config = |k| SimpleCnnConfig::new().with_kernels(k);
-        let weights = config(KernelPath::Burn)
-            .init::<B>(&device)
-            .unwrap()
-            .into_record();
-        let burn = config(KernelPath::Burn)
-            .init::<B>(&device)
-            .unwrap()
-            .load_record(weights);
-        let custom = config(KernelPath::Custom)
-            .init::<B>(&device)
-            .unwrap()
-            .load_record(burn.clone().into_record());
+        let seed_cnn: ModelFor =
+            |k| MnistModelConfig::Simple(SimpleCnnConfig::new().with_kernels(k));
+        let (custom, burn) = twin_models::<B>(seed_cnn, &device);
         let batches: Vec<_> = (0..STEPS)
             .map(|_| {
                 let images = Tensor::<B, 4>::random(
@@ -187,7 +177,7 @@ impl BackendTask for SameTraining {
                 (images, targets)
             })
             .collect();
-        let train = |mut model: cubenet::model::SimpleCnn<B>| {
+        let train = |mut model: MnistModel<B>| {
             let mut optimizer = AdamConfig::new().init();
             let loss_fn = CrossEntropyLossConfig::new().init(&device);
             batches

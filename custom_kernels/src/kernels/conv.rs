@@ -11,7 +11,7 @@
 
 use cubecl::prelude::*;
 
-use super::geometry::{Window, routed_grad};
+use super::geometry::{Window, nchw_position, routed_grad};
 
 /// Σ_{ci,kh,kw} x · w for conv output `(oh, ow)` of image `n`, filter `co` (no bias).
 #[cube]
@@ -63,13 +63,7 @@ pub fn conv2d_forward<F: Float>(
     if pos >= output.len() {
         terminate!();
     }
-    let out_w = output.shape(3);
-    let out_h = output.shape(2);
-    let c_out = output.shape(1);
-    let ow = (pos % out_w) as u32;
-    let oh = ((pos / out_w) % out_h) as u32;
-    let co = (pos / (out_w * out_h)) % c_out;
-    let n = pos / (out_w * out_h * c_out);
+    let (n, co, oh, ow) = nchw_position(pos, output);
     let bias: ComptimeOption<F> = bias.map(|bias| bias[co]);
     output[pos] = bias.unwrap_or_default() + conv_at(x, weight, n, co, oh, ow, conv);
 }
@@ -92,13 +86,8 @@ pub fn conv2d_input_grad<F: Float, A: Int>(
     if pos >= x_grad.len() {
         terminate!();
     }
-    let in_w = x_grad.shape(3);
-    let in_h = x_grad.shape(2);
+    let (n, ci, ih, iw) = nchw_position(pos, x_grad);
     let c_in = x_grad.shape(1);
-    let iw = (pos % in_w) as u32;
-    let ih = ((pos / in_w) % in_h) as u32;
-    let ci = (pos / (in_w * in_h)) % c_in;
-    let n = pos / (in_w * in_h * c_in);
     let c_out = weight.shape(0);
     let taps = (conv.size_h * conv.size_w) as usize;
 

@@ -12,7 +12,7 @@
 use cubecl::prelude::*;
 
 use super::conv::conv_at;
-use super::geometry::{NO_ARGMAX, Window};
+use super::geometry::{NO_ARGMAX, Window, nchw_position};
 
 #[cube(launch)]
 pub fn conv_relu_pool_forward<F: Float, A: Int>(
@@ -31,13 +31,7 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     if pos >= output.len() {
         terminate!();
     }
-    let out_w = output.shape(3);
-    let out_h = output.shape(2);
-    let c_out = output.shape(1);
-    let pw = (pos % out_w) as u32;
-    let ph = ((pos / out_w) % out_h) as u32;
-    let co = (pos / (out_w * out_h)) % c_out;
-    let n = pos / (out_w * out_h * c_out);
+    let (n, co, ph, pw) = nchw_position(pos, output);
     let bias: ComptimeOption<F> = bias.map(|bias| bias[co]);
     let b = bias.unwrap_or_default();
 

@@ -28,6 +28,19 @@ impl Window {
     }
 }
 
+/// Splits the linear index `pos` of a contiguous NCHW `tensor` into (n, c, row, col).
+#[cube]
+pub fn nchw_position<E: CubePrimitive>(pos: usize, tensor: &Tensor<E>) -> (usize, usize, u32, u32) {
+    let width = tensor.shape(3);
+    let height = tensor.shape(2);
+    let channels = tensor.shape(1);
+    let col = (pos % width) as u32;
+    let row = ((pos / width) % height) as u32;
+    let c = (pos / (width * height)) % channels;
+    let n = pos / (width * height * channels);
+    (n, c, row, col)
+}
+
 /// The range of window rows `[first, end)` whose window covers input row `i` (with
 /// `extent` windows in all): `row·stride − pad ≤ i ≤ row·stride − pad + size − 1`.
 #[cube]
@@ -79,9 +92,38 @@ pub fn routed_position<A: Int>(
     routed
 }
 
-/// Gradient of the loss with respect to conv output `(oh, ow)` of plane `plane`
-/// (= n·C + c): read directly without `argmax`, otherwise summed over the pooling windows
-/// whose argmax is `(oh, ow)`.
+/// Σ of the pooled gradient over the windows covering position `(row, col)` of plane
+/// `plane` (= n·C + c) whose argmax is that position: the max-pool backward, as a gather.
+#[cube]
+pub fn gather_from_windows<F: Float, A: Int>(
+    grad: &Tensor<F>,
+    argmax: &Tensor<A>,
+    plane: usize,
+    row: u32,
+    col: u32,
+    #[comptime] pool: Window,
+) -> F {
+    let grad_h = grad.shape(2) as u32;
+    let grad_w = grad.shape(3) as u32;
+    let plane_base = plane * (grad_h * grad_w) as usize;
+    let (ph_first, ph_end) = covering_windows(row, pool.size_h, pool.stride_h, pool.pad_h, grad_h);
+    let (pw_first, pw_end) = covering_windows(col, pool.size_w, pool.stride_w, pool.pad_w, grad_w);
+    let mut sum = F::new(0.0);
+    for ph in ph_first..ph_end {
+        let kh = row + pool.pad_h - ph * pool.stride_h;
+        for pw in pw_first..pw_end {
+            let kw = col + pool.pad_w - pw * pool.stride_w;
+            let o = plane_base + (ph * grad_w + pw) as usize;
+            if u32::cast_from(argmax[o]) == kh * pool.size_w + kw {
+                sum += grad[o];
+            }
+        }
+    }
+    sum
+}
+
+/// Gradient of the loss with respect to conv output `(oh, ow)` of plane `plane`: read
+/// directly without `argmax`, otherwise gathered from the pooling windows.
 #[cube]
 #[allow(clippy::let_and_return)] // `#[comptime]` needs the match bound by a `let`
 pub fn routed_grad<F: Float, A: Int>(
@@ -92,30 +134,13 @@ pub fn routed_grad<F: Float, A: Int>(
     ow: u32,
     #[comptime] pool: Window,
 ) -> F {
-    let grad_h = grad.shape(2) as u32;
-    let grad_w = grad.shape(3) as u32;
-    let plane_base = plane * (grad_h * grad_w) as usize;
     #[comptime]
     let routed = match &argmax {
-        ComptimeOption::Some(argmax) => {
-            let (ph_first, ph_end) =
-                covering_windows(oh, pool.size_h, pool.stride_h, pool.pad_h, grad_h);
-            let (pw_first, pw_end) =
-                covering_windows(ow, pool.size_w, pool.stride_w, pool.pad_w, grad_w);
-            let mut sum = F::new(0.0);
-            for ph in ph_first..ph_end {
-                let kh = oh + pool.pad_h - ph * pool.stride_h;
-                for pw in pw_first..pw_end {
-                    let kw = ow + pool.pad_w - pw * pool.stride_w;
-                    let o = plane_base + (ph * grad_w + pw) as usize;
-                    if u32::cast_from(argmax[o]) == kh * pool.size_w + kw {
-                        sum += grad[o];
-                    }
-                }
-            }
-            sum
+        ComptimeOption::Some(argmax) => gather_from_windows(grad, argmax, plane, oh, ow, pool),
+        ComptimeOption::None => {
+            let grad_w = grad.shape(3);
+            grad[(plane * grad.shape(2) + oh as usize) * grad_w + ow as usize]
         }
-        ComptimeOption::None => grad[plane_base + (oh * grad_w + ow) as usize],
     };
     routed
 }

@@ -9,7 +9,7 @@
 
 use cubecl::prelude::*;
 
-use super::geometry::{Window, covering_windows};
+use super::geometry::{Window, gather_from_windows, nchw_position};
 
 #[cube(launch)]
 pub fn max_pool2d_forward<F: Float, A: Int>(
@@ -23,11 +23,8 @@ pub fn max_pool2d_forward<F: Float, A: Int>(
     if pos >= output.len() {
         terminate!();
     }
-    let out_w = output.shape(3);
-    let out_h = output.shape(2);
-    let pw = (pos % out_w) as u32;
-    let ph = ((pos / out_w) % out_h) as u32;
-    let plane = pos / (out_w * out_h);
+    let (n, c, ph, pw) = nchw_position(pos, output);
+    let plane = n * output.shape(1) + c;
     let in_h = x.shape(2) as u32;
     let in_w = x.shape(3) as u32;
     let base = plane * (in_h * in_w) as usize;
@@ -71,28 +68,7 @@ pub fn max_pool2d_backward<F: Float, A: Int>(
     if pos >= x_grad.len() {
         terminate!();
     }
-    let in_w = x_grad.shape(3);
-    let in_h = x_grad.shape(2);
-    let iw = (pos % in_w) as u32;
-    let ih = ((pos / in_w) % in_h) as u32;
-    let plane = pos / (in_w * in_h);
-    let out_h = grad.shape(2) as u32;
-    let out_w = grad.shape(3) as u32;
-
-    let (ph_first, ph_end) =
-        covering_windows(ih, window.size_h, window.stride_h, window.pad_h, out_h);
-    let (pw_first, pw_end) =
-        covering_windows(iw, window.size_w, window.stride_w, window.pad_w, out_w);
-    let mut sum = F::new(0.0);
-    for ph in ph_first..ph_end {
-        let kh = ih + window.pad_h - ph * window.stride_h;
-        for pw in pw_first..pw_end {
-            let kw = iw + window.pad_w - pw * window.stride_w;
-            let o = plane * (out_h * out_w) as usize + (ph * out_w + pw) as usize;
-            if u32::cast_from(argmax[o]) == kh * window.size_w + kw {
-                sum += grad[o];
-            }
-        }
-    }
-    x_grad[pos] = sum;
+    let (n, c, ih, iw) = nchw_position(pos, x_grad);
+    let plane = n * x_grad.shape(1) + c;
+    x_grad[pos] = gather_from_windows(grad, argmax, plane, ih, iw, window);
 }
