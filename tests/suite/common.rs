@@ -10,7 +10,10 @@ pub fn mnist_source() -> MnistSource {
     if let Some(dir) = std::env::var_os("CUBENET_MNIST_DIR") {
         return MnistSource::Dir(PathBuf::from(dir));
     }
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/mnist");
+    // `cargo test` sets the variable at run time too; prefer it, the checkout may have moved.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or(PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let shared = root.join("../shared/datasets/mnist");
     if shared.is_dir() {
         MnistSource::Dir(shared)
     } else {
