@@ -59,19 +59,32 @@ impl BackendTask for Bench {
             repeats,
             ..
         } = self.0;
+        // Progress goes to stderr as each section finishes: a run cut off by a time limit
+        // still shows what it measured.
         let ops = filters
             .iter()
             .map(|&d| {
-                (
-                    d,
-                    compare_ops::<B::InnerBackend>(&device, batch, d, warmup, repeats),
-                )
+                let ops = compare_ops::<B::InnerBackend>(&device, batch, d, warmup, repeats);
+                for op in &ops {
+                    eprintln!(
+                        "d={d} {}: custom {:.3} ms, burn {:.3} ms",
+                        op.op, op.custom.median_ms, op.burn.median_ms
+                    );
+                }
+                (d, ops)
             })
             .collect();
         let steps = filters
             .iter()
             .flat_map(|&d| [KernelPath::Custom, KernelPath::Burn].map(|k| (d, k)))
-            .map(|(d, k)| seed_cnn_step::<B>(&device, batch, d, k, warmup, repeats))
+            .map(|(d, k)| {
+                let step = seed_cnn_step::<B>(&device, batch, d, k, warmup, repeats);
+                eprintln!(
+                    "d={d} training step, {k:?}: {:.3} ms",
+                    step.timing.median_ms
+                );
+                step
+            })
             .collect();
         Report {
             backend: kind,

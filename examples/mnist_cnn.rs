@@ -37,14 +37,14 @@ struct Args {
     /// Filters of the simple CNN's convolution (d)
     #[arg(long, default_value_t = 32)]
     filters: usize,
-    /// Who runs the conv·ReLU·pool blocks: cubenet's fused kernel or Burn's ops
+    /// Who runs the conv·ReLU·pool blocks and linear layers: cubenet's kernels or Burn's ops
     #[arg(long, value_enum, default_value_t = KernelPath::default())]
     kernels: KernelPath,
     #[arg(long, default_value_t = 3)]
     epochs: usize,
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
-    /// Adam learning rate
+    /// Adam peak learning rate (cosine-annealed to 0 over the run)
     #[arg(long, default_value_t = 1e-3)]
     lr: f64,
     #[arg(long, default_value_t = 42)]

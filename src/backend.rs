@@ -5,7 +5,7 @@
 //! code packaged so that [`run_on`] can call it with the concrete type chosen by a
 //! command-line flag. GPUs run on CubeCL's backend *without* Burn's fusion layer: that is
 //! the backend cubenet's kernels extend (see `cubenet-kernels`), and with `--kernels burn`
-//! the same backend runs Burn's own conv and pool kernels instead.
+//! the same backend runs Burn's own conv, pool and matmul kernels instead.
 
 use std::fmt;
 

@@ -8,25 +8,33 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
-use crate::{ConvGrads, ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d};
+use crate::{ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d};
 
-/// What a convolution's backward step needs. With `pooling`, the op was the fused
-/// conv·ReLU·pool and its gradient is routed through the saved argmax.
+/// Which layer op a [`LayerState`] belongs to, with what its backward needs besides the
+/// input and weight.
 #[derive(Debug, Clone)]
-struct ConvState<B: KernelBackend> {
-    x: FloatTensor<B>,
-    weight: FloatTensor<B>,
-    conv: ConvOptions2d,
-    pooling: Option<(IntTensor<B>, PoolOptions2d)>,
+enum LayerOp<B: KernelBackend> {
+    Conv(ConvOptions2d),
+    /// The fused conv·ReLU·pool: its gradient is routed through the saved argmax.
+    ConvReluPool(ConvOptions2d, IntTensor<B>, PoolOptions2d),
+    Dense,
 }
 
-/// Backward step of `conv` and `conv_relu_pool`; parents are `[x, weight]` or
+/// What a layer's backward step needs.
+#[derive(Debug, Clone)]
+struct LayerState<B: KernelBackend> {
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    op: LayerOp<B>,
+}
+
+/// Backward step of `conv`, `conv_relu_pool` and `dense`; parents are `[x, weight]` or
 /// `[x, weight, bias]`.
 #[derive(Debug)]
-struct ConvBackward;
+struct LayerBackward;
 
-impl<B: KernelBackend, const N: usize> Backward<B, N> for ConvBackward {
-    type State = ConvState<B>;
+impl<B: KernelBackend, const N: usize> Backward<B, N> for LayerBackward {
+    type State = LayerState<B>;
 
     fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<B>(&ops.node);
@@ -37,17 +45,13 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for ConvBackward {
             x: x_node.is_some(),
             bias: bias_node.is_some(),
         };
-        let ConvState {
-            x,
-            weight,
-            conv,
-            pooling,
-        } = ops.state;
-        let computed: ConvGrads<B> = match pooling {
-            None => B::conv_backward(x, weight, grad, conv, wants),
-            Some((argmax, pool)) => {
+        let LayerState { x, weight, op } = ops.state;
+        let computed: LayerGrads<B> = match op {
+            LayerOp::Conv(conv) => B::conv_backward(x, weight, grad, conv, wants),
+            LayerOp::ConvReluPool(conv, argmax, pool) => {
                 B::conv_relu_pool_backward(x, weight, grad, argmax, conv, pool, wants)
             }
+            LayerOp::Dense => B::dense_backward(x, weight, grad, wants),
         };
         if let (Some(node), Some(x_grad)) = (x_node, computed.x) {
             grads.register::<B>(node.id, x_grad);
@@ -61,16 +65,14 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for ConvBackward {
     }
 }
 
-/// Records a convolution-like op: runs `forward` on the inner tensors and, when a parent is
-/// tracked, saves what [`ConvBackward`] needs.
-fn record_conv<B, C, F>(
+/// Records a layer op: runs `forward` on the inner tensors, which returns the output and
+/// the op's [`LayerOp`], and, when a parent is tracked, saves what [`LayerBackward`] needs.
+fn record_layer<B, C, F>(
     x: FloatTensor<Autodiff<B, C>>,
     weight: FloatTensor<Autodiff<B, C>>,
     bias: Option<FloatTensor<Autodiff<B, C>>>,
-    conv: ConvOptions2d,
-    pool: Option<PoolOptions2d>,
     forward: F,
-) -> (FloatTensor<Autodiff<B, C>>, Option<IntTensor<B>>)
+) -> (FloatTensor<Autodiff<B, C>>, LayerOp<B>)
 where
     B: KernelBackend,
     C: CheckpointStrategy,
@@ -78,7 +80,7 @@ where
         FloatTensor<B>,
         FloatTensor<B>,
         Option<FloatTensor<B>>,
-    ) -> (FloatTensor<B>, Option<IntTensor<B>>),
+    ) -> (FloatTensor<B>, LayerOp<B>),
 {
     let (x_node, weight_node) = (x.node.clone(), weight.node.clone());
     let (x, weight) = (x.primitive, weight.primitive);
@@ -86,15 +88,14 @@ where
         Some(bias) => (Some(bias.node.clone()), Some(bias.primitive)),
         None => (None, None),
     };
-    let (output, argmax) = forward(x.clone(), weight.clone(), bias);
-    let state = || ConvState {
+    let (output, op) = forward(x.clone(), weight.clone(), bias);
+    let state = || LayerState {
         x,
         weight,
-        conv,
-        pooling: pool.map(|pool| (argmax.clone().expect("pooled ops return an argmax"), pool)),
+        op: op.clone(),
     };
     let output = match bias_node {
-        Some(bias_node) => match ConvBackward
+        Some(bias_node) => match LayerBackward
             .prepare::<C>([x_node, weight_node, bias_node])
             .compute_bound()
             .stateful()
@@ -102,7 +103,7 @@ where
             OpsKind::Tracked(prep) => prep.finish(state(), output),
             OpsKind::UnTracked(prep) => prep.finish(output),
         },
-        None => match ConvBackward
+        None => match LayerBackward
             .prepare::<C>([x_node, weight_node])
             .compute_bound()
             .stateful()
@@ -111,7 +112,7 @@ where
             OpsKind::UnTracked(prep) => prep.finish(output),
         },
     };
-    (output, argmax)
+    (output, op)
 }
 
 /// Backward step of `max_pool_with_argmax`.
@@ -138,8 +139,8 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         bias: Option<FloatTensor<Self>>,
         options: ConvOptions2d,
     ) -> FloatTensor<Self> {
-        record_conv::<B, C, _>(x, weight, bias, options, None, |x, weight, bias| {
-            (B::conv(x, weight, bias, options), None)
+        record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
+            (B::conv(x, weight, bias, options), LayerOp::Conv(options))
         })
         .0
     }
@@ -167,11 +168,24 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         conv: ConvOptions2d,
         pool: PoolOptions2d,
     ) -> (FloatTensor<Self>, IntTensor<Self>) {
-        let (output, argmax) =
-            record_conv::<B, C, _>(x, weight, bias, conv, Some(pool), |x, weight, bias| {
-                let (output, argmax) = B::conv_relu_pool(x, weight, bias, conv, pool);
-                (output, Some(argmax))
-            });
-        (output, argmax.expect("conv_relu_pool returns an argmax"))
+        let (output, op) = record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
+            let (output, argmax) = B::conv_relu_pool(x, weight, bias, conv, pool);
+            (output, LayerOp::ConvReluPool(conv, argmax, pool))
+        });
+        let LayerOp::ConvReluPool(_, argmax, _) = op else {
+            unreachable!("recorded as ConvReluPool above")
+        };
+        (output, argmax)
+    }
+
+    fn dense(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
+            (B::dense(x, weight, bias), LayerOp::Dense)
+        })
+        .0
     }
 }

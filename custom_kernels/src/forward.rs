@@ -11,14 +11,22 @@ use cubecl::prelude::*;
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
 
 use crate::kernels::conv::{conv2d_forward, conv2d_input_grad};
+use crate::kernels::dense::{dense_forward, dense_input_grad, dense_weight_grad};
 use crate::kernels::fused::conv_relu_pool_forward;
 use crate::kernels::geometry::Window;
 use crate::kernels::pool::{max_pool2d_backward, max_pool2d_forward};
 use crate::kernels::reduce::conv2d_weight_grad;
-use crate::{ConvGrads, ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d};
+use crate::{ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d};
 
 /// Units per cube of the weight-gradient reduction (a power of two).
 const REDUCE_CUBE_SIZE: u32 = 256;
+
+/// Block of outputs per cube of the dense forward: rows (batch) × columns (outputs).
+const DENSE_BLOCK: [u32; 2] = [4, 16];
+/// Units per cube of the dense forward (a power of two, at least the block's columns).
+const DENSE_CUBE_SIZE: u32 = 256;
+/// Output columns per unit of the dense weight gradient.
+const DENSE_GRAD_COLS: u32 = 16;
 
 /// Whether kernel outputs are filled with a poison pattern before launch (tests only).
 static POISON_OUTPUTS: AtomicBool = AtomicBool::new(false);
@@ -31,9 +39,9 @@ pub fn poison_outputs(enabled: bool) {
 }
 
 /// A new contiguous tensor of `shape` and `dtype` on `like`'s device, for a kernel to fill.
-fn empty_like<R: CubeRuntime>(
+fn empty_like<R: CubeRuntime, const D: usize>(
     like: &CubeTensor<R>,
-    shape: [usize; 4],
+    shape: [usize; D],
     dtype: DType,
 ) -> CubeTensor<R> {
     let shape = Shape::from(shape.to_vec());
@@ -67,6 +75,12 @@ fn elementwise<R: CubeRuntime>(output: &CubeTensor<R>) -> (CubeCount, CubeDim) {
     )
 }
 
+/// A 2-D grid of cubes covering `extent` in blocks of `block`.
+fn blocks(extent: [usize; 2], block: [u32; 2]) -> CubeCount {
+    let count = |i: usize| extent[i].div_ceil(block[i] as usize) as u32;
+    CubeCount::Static(count(0), count(1), 1)
+}
+
 /// The argmax element type: `u8` where the runtime has 8-bit integers, else `u32`.
 fn argmax_dtype<R: CubeRuntime>(client: &ComputeClient<R>) -> (DType, StorageType) {
     let u8_type = u8::as_type_native_unchecked().storage_type();
@@ -88,6 +102,11 @@ fn storage_of(dtype: DType) -> StorageType {
 fn dims4<R: CubeRuntime>(tensor: &CubeTensor<R>) -> [usize; 4] {
     let shape = tensor.meta.shape();
     [shape[0], shape[1], shape[2], shape[3]]
+}
+
+fn dims2<R: CubeRuntime>(tensor: &CubeTensor<R>) -> [usize; 2] {
+    let shape = tensor.meta.shape();
+    [shape[0], shape[1]]
 }
 
 fn pool_window(pool: PoolOptions2d) -> Window {
@@ -187,11 +206,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
         let [c_out, c_in, kh, kw] = self.weight_dims;
         let weight_grad = empty_like(&self.x, self.weight_dims, F::dtype());
         // Without a bias the bias cube is not launched and this one-element buffer is not written.
-        let bias_grad = empty_like(
-            &self.x,
-            [if with_bias { c_out } else { 1 }, 1, 1, 1],
-            F::dtype(),
-        );
+        let bias_grad = empty_like(&self.x, [if with_bias { c_out } else { 1 }], F::dtype());
         let cubes_per_filter = c_in * kh * kw + usize::from(with_bias);
         conv2d_weight_grad::launch::<F, R>(
             &self.x.client,
@@ -207,22 +222,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
             REDUCE_CUBE_SIZE,
             argmax_storage(argmax),
         );
-        (
-            weight_grad,
-            with_bias.then(|| reshape(bias_grad, vec![c_out])),
-        )
+        (weight_grad, with_bias.then_some(bias_grad))
     }
-}
-
-/// The same buffer under a new shape (the tensor is contiguous, so no data moves).
-fn reshape<R: CubeRuntime>(tensor: CubeTensor<R>, shape: Vec<usize>) -> CubeTensor<R> {
-    CubeTensor::new_contiguous(
-        tensor.client,
-        tensor.device,
-        Shape::from(shape),
-        tensor.handle,
-        tensor.dtype,
-    )
 }
 
 /// Storage type of an optional argmax; kernels without one still need a type for it.
@@ -269,10 +270,10 @@ where
         grad: CubeTensor<R>,
         options: ConvOptions2d,
         wants: GradsWanted,
-    ) -> ConvGrads<Self> {
+    ) -> LayerGrads<Self> {
         let operands = ConvOperands::new(x, weight, options);
         let (x, weight, bias) = operands.grads::<F>(grad, None, no_pool(), wants);
-        ConvGrads { x, weight, bias }
+        LayerGrads { x, weight, bias }
     }
 
     fn max_pool_with_argmax(
@@ -361,9 +362,80 @@ where
         conv: ConvOptions2d,
         pool: PoolOptions2d,
         wants: GradsWanted,
-    ) -> ConvGrads<Self> {
+    ) -> LayerGrads<Self> {
         let operands = ConvOperands::new(x, weight, conv);
         let (x, weight, bias) = operands.grads::<F>(grad, Some(argmax), pool_window(pool), wants);
-        ConvGrads { x, weight, bias }
+        LayerGrads { x, weight, bias }
+    }
+
+    fn dense(
+        x: CubeTensor<R>,
+        weight: CubeTensor<R>,
+        bias: Option<CubeTensor<R>>,
+    ) -> CubeTensor<R> {
+        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
+        let ([batch, _], [_, outputs]) = (dims2(&x), dims2(&weight));
+        let output = empty_like(&x, [batch, outputs], F::dtype());
+        let [rows, cols] = DENSE_BLOCK;
+        dense_forward::launch::<F, R>(
+            &output.client,
+            blocks([batch, outputs], DENSE_BLOCK),
+            CubeDim::new_1d(DENSE_CUBE_SIZE),
+            x.into_tensor_arg(),
+            weight.into_tensor_arg(),
+            bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+            output.clone().into_tensor_arg(),
+            rows,
+            cols,
+            DENSE_CUBE_SIZE,
+        );
+        output
+    }
+
+    fn dense_backward(
+        x: CubeTensor<R>,
+        weight: CubeTensor<R>,
+        grad: CubeTensor<R>,
+        wants: GradsWanted,
+    ) -> LayerGrads<Self> {
+        let (x, weight, grad) = (
+            into_contiguous(x),
+            into_contiguous(weight),
+            into_contiguous(grad),
+        );
+        let ([_, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
+        let x_grad = wants.x.then(|| {
+            let x_grad = empty_like(&x, dims2(&x), F::dtype());
+            let (count, dim) = elementwise(&x_grad);
+            dense_input_grad::launch::<F, R>(
+                &x_grad.client,
+                count,
+                dim,
+                grad.clone().into_tensor_arg(),
+                weight.clone().into_tensor_arg(),
+                x_grad.clone().into_tensor_arg(),
+            );
+            x_grad
+        });
+        let weight_grad = empty_like(&x, [inputs, outputs], F::dtype());
+        // Without a bias its unit is not launched and this one-element buffer is not written.
+        let bias_grad = empty_like(&x, [if wants.bias { outputs } else { 1 }], F::dtype());
+        let units = inputs + usize::from(wants.bias);
+        dense_weight_grad::launch::<F, R>(
+            &weight_grad.client,
+            blocks([units, outputs], [REDUCE_CUBE_SIZE, DENSE_GRAD_COLS]),
+            CubeDim::new_1d(REDUCE_CUBE_SIZE),
+            x.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            weight_grad.clone().into_tensor_arg(),
+            bias_grad.clone().into_tensor_arg(),
+            DENSE_GRAD_COLS,
+            wants.bias,
+        );
+        LayerGrads {
+            x: x_grad,
+            weight: weight_grad,
+            bias: wants.bias.then_some(bias_grad),
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! cubenet-kernels: convolution, max-pool with argmax and a fused conv·bias·ReLU·pool as a
-//! Burn backend extension.
+//! cubenet-kernels: convolution, max-pool with argmax, a fused conv·bias·ReLU·pool and a
+//! dense layer as a Burn backend extension.
 //!
 //! [`KernelBackend`] adds these ops to a Burn backend. Its default bodies are Burn's own
 //! ops ([`reference`]), so every backend (NdArray, Burn's fused CUDA/wgpu, …) runs them;
@@ -105,17 +105,18 @@ fn window_output_size(
     })
 }
 
-/// Gradients of a convolution (or of the fused conv·ReLU·pool) with respect to its inputs;
-/// `x` and `bias` are present only when asked for.
+/// Gradients of a layer (convolution, fused conv·ReLU·pool, dense) with respect to its
+/// inputs; `x` and `bias` are present only when asked for.
 #[derive(Debug)]
-pub struct ConvGrads<B: Backend> {
+pub struct LayerGrads<B: Backend> {
     pub x: Option<FloatTensor<B>>,
     pub weight: FloatTensor<B>,
     pub bias: Option<FloatTensor<B>>,
 }
 
-/// A Burn backend with cubenet's convolution and pooling ops. Tensors are NCHW; weights
-/// are `[C_out, C_in, KH, KW]`. Every method has a default body made of Burn's ops.
+/// A Burn backend with cubenet's convolution, pooling and dense ops. Images are NCHW;
+/// filters are `[C_out, C_in, KH, KW]`; dense weights are `[inputs, outputs]` as in Burn's
+/// `Linear`. Every method has a default body made of Burn's ops.
 pub trait KernelBackend: Backend {
     /// 2-D convolution with optional bias.
     fn conv(
@@ -134,7 +135,7 @@ pub trait KernelBackend: Backend {
         grad: FloatTensor<Self>,
         options: ConvOptions2d,
         wants: GradsWanted,
-    ) -> ConvGrads<Self> {
+    ) -> LayerGrads<Self> {
         reference::conv_backward::<Self>(x, weight, grad, options, wants)
     }
 
@@ -177,8 +178,27 @@ pub trait KernelBackend: Backend {
         conv: ConvOptions2d,
         pool: PoolOptions2d,
         wants: GradsWanted,
-    ) -> ConvGrads<Self> {
+    ) -> LayerGrads<Self> {
         reference::conv_relu_pool_backward::<Self>(x, weight, grad, argmax, conv, pool, wants)
+    }
+
+    /// Dense layer `x · weight + bias` for `x` `[M, inputs]`.
+    fn dense(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        reference::dense::<Self>(x, weight, bias)
+    }
+
+    /// Gradients of [`KernelBackend::dense`] given the output's gradient `grad`.
+    fn dense_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        wants: GradsWanted,
+    ) -> LayerGrads<Self> {
+        reference::dense_backward::<Self>(x, weight, grad, wants)
     }
 }
 
@@ -258,4 +278,14 @@ pub fn conv_relu_pool<B: KernelBackend>(
     pool: PoolOptions2d,
 ) -> Tensor<B, 4> {
     conv_relu_pool_with_argmax(x, weight, bias, conv, pool).0
+}
+
+/// Dense layer `x · weight + bias`: `x` `[M, inputs]`, `weight` `[inputs, outputs]` (the
+/// layout of Burn's `Linear`), `bias` `[outputs]`.
+pub fn dense<B: KernelBackend>(
+    x: Tensor<B, 2>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+) -> Tensor<B, 2> {
+    from_float(B::dense(float(x), float(weight), bias.map(float)))
 }

@@ -6,7 +6,7 @@ use burn::prelude::*;
 use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 
-use crate::{ConvGrads, ConvOptions2d, GradsWanted, NO_ARGMAX, PoolOptions2d, float, from_float};
+use crate::{ConvOptions2d, GradsWanted, LayerGrads, NO_ARGMAX, PoolOptions2d, float, from_float};
 
 fn burn_conv_options(options: ConvOptions2d) -> ConvOptions<2> {
     ConvOptions::new(options.stride, options.padding, [1, 1], 1)
@@ -27,7 +27,7 @@ pub fn conv_backward<B: Backend>(
     grad: FloatTensor<B>,
     options: ConvOptions2d,
     wants: GradsWanted,
-) -> ConvGrads<B> {
+) -> LayerGrads<B> {
     let burn_options = burn_conv_options(options);
     let bias = wants.bias.then(|| {
         let grad = from_float::<B, 4>(grad.clone());
@@ -42,7 +42,7 @@ pub fn conv_backward<B: Backend>(
             burn_options.clone(),
         )
     });
-    ConvGrads {
+    LayerGrads {
         x: x_grad,
         weight: B::conv2d_weight_backward(x, weight, grad, burn_options),
         bias,
@@ -167,7 +167,7 @@ pub fn conv_relu_pool_backward<B: Backend>(
     conv_options: ConvOptions2d,
     pool: PoolOptions2d,
     wants: GradsWanted,
-) -> ConvGrads<B> {
+) -> LayerGrads<B> {
     let x_dims = from_float::<B, 4>(x.clone()).dims();
     let weight_dims = from_float::<B, 4>(weight.clone()).dims();
     let [conv_h, conv_w] =
@@ -178,4 +178,36 @@ pub fn conv_relu_pool_backward<B: Backend>(
     let indices = offset_to_plane_index(argmax, conv_w, pool);
     let conv_grad = scatter_to_plane(grad, indices, [x_dims[0], weight_dims[0], conv_h, conv_w]);
     conv_backward::<B>(x, weight, float(conv_grad), conv_options, wants)
+}
+
+pub fn dense<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+) -> FloatTensor<B> {
+    let y = from_float::<B, 2>(x).matmul(from_float(weight));
+    match bias {
+        Some(bias) => float(y + from_float::<B, 1>(bias).unsqueeze()),
+        None => float(y),
+    }
+}
+
+pub fn dense_backward<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    wants: GradsWanted,
+) -> LayerGrads<B> {
+    let grad = from_float::<B, 2>(grad);
+    let x_grad = wants
+        .x
+        .then(|| float(grad.clone().matmul(from_float::<B, 2>(weight).transpose())));
+    let bias = wants
+        .bias
+        .then(|| float(grad.clone().sum_dim(0).squeeze_dim::<1>(0)));
+    LayerGrads {
+        x: x_grad,
+        weight: float(from_float::<B, 2>(x).transpose().matmul(grad)),
+        bias,
+    }
 }

@@ -7,23 +7,8 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 use burn::tensor::module::max_pool2d;
 use cubenet_kernels::{ConvOptions2d, KernelBackend, PoolOptions2d, conv_relu_pool};
-use serde::{Deserialize, Serialize};
 
-/// Which implementation runs the conv·ReLU·pool blocks. Both compute the same function with
-/// the same weights; on backends without CubeCL kernels (ndarray) `custom` runs Burn's ops.
-///
-/// The default is `burn` until the custom path's training on CUDA is fixed: on an H200 it
-/// diverged to NaN with 48-image batches, while the same kernels pass every equivalence test
-/// on CUDA and train identically to Burn's path on wgpu (docs/PERF.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelPath {
-    /// cubenet's fused conv·bias·ReLU·max-pool kernel (one pass, pooled map + u8 argmax).
-    Custom,
-    /// Burn's conv2d, relu and max_pool2d, one after the other.
-    #[default]
-    Burn,
-}
+use super::KernelPath;
 
 /// A convolution with ReLU and max-pool; stride 1, square kernel and pool.
 #[derive(Module, Debug)]

@@ -1,13 +1,14 @@
 //! A LeNet-style CNN: two conv → ReLU → 2x2 max-pool blocks, then two linear layers.
 
-use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 use cubenet_kernels::KernelBackend;
 
 use super::ModelError;
-use super::conv_block::{ConvBlock, KernelPath};
+use super::conv_block::ConvBlock;
+use super::dense::Dense;
 use super::geometry::{check_nonzero, conv_output, pool_output};
+use super::kernel_path::KernelPath;
 
 const KERNEL: usize = 5;
 const POOL: usize = 2;
@@ -31,7 +32,7 @@ pub struct LeNetConfig {
     #[config(default = true)]
     pub exact_pooling: bool,
     /// Which implementation runs the conv·ReLU·pool blocks.
-    #[config(default = "KernelPath::Burn")]
+    #[config(default = "KernelPath::Custom")]
     pub kernels: KernelPath,
 }
 
@@ -40,8 +41,8 @@ pub struct LeNetConfig {
 pub struct LeNet<B: Backend> {
     block1: ConvBlock<B>,
     block2: ConvBlock<B>,
-    hidden: Linear<B>,
-    output: Linear<B>,
+    hidden: Dense<B>,
+    output: Dense<B>,
 }
 
 impl LeNetConfig {
@@ -61,8 +62,8 @@ impl LeNetConfig {
         Ok(LeNet {
             block1: ConvBlock::new([1, c1], KERNEL, 2, POOL, self.kernels, device),
             block2: ConvBlock::new([c1, c2], KERNEL, 0, POOL, self.kernels, device),
-            hidden: LinearConfig::new(c2 * size[0] * size[1], self.hidden).init(device),
-            output: LinearConfig::new(self.hidden, self.num_classes).init(device),
+            hidden: Dense::new([c2 * size[0] * size[1], self.hidden], self.kernels, device),
+            output: Dense::new([self.hidden, self.num_classes], self.kernels, device),
         })
     }
 }

@@ -3,15 +3,19 @@
 mod activation;
 mod classifier;
 mod conv_block;
+mod dense;
 mod geometry;
+mod kernel_path;
 mod lenet;
 mod mlp;
 mod simple_cnn;
 
 pub use activation::Activation;
 pub use classifier::{MnistModel, MnistModelConfig};
-pub use conv_block::{ConvBlock, KernelPath};
+pub use conv_block::ConvBlock;
+pub use dense::Dense;
 pub use geometry::{Size2, conv_output, pool_output};
+pub use kernel_path::KernelPath;
 pub use lenet::{LeNet, LeNetConfig};
 pub use mlp::{Mlp, MlpConfig};
 pub use simple_cnn::{SimpleCnn, SimpleCnnConfig};

@@ -1,12 +1,13 @@
 //! The seed CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → linear (13·13·d → 10).
 
-use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use cubenet_kernels::KernelBackend;
 
 use super::ModelError;
-use super::conv_block::{ConvBlock, KernelPath};
+use super::conv_block::ConvBlock;
+use super::dense::Dense;
 use super::geometry::{check_nonzero, conv_output, pool_output};
+use super::kernel_path::KernelPath;
 
 const KERNEL: usize = 3;
 const POOL: usize = 2;
@@ -26,8 +27,8 @@ pub struct SimpleCnnConfig {
     /// Refuse an input whose conv output the 2x2 pool windows do not tile exactly.
     #[config(default = true)]
     pub exact_pooling: bool,
-    /// Which implementation runs the conv·ReLU·pool block.
-    #[config(default = "KernelPath::Burn")]
+    /// Which implementation runs the conv·ReLU·pool block and the linear layer.
+    #[config(default = "KernelPath::Custom")]
     pub kernels: KernelPath,
 }
 
@@ -35,7 +36,7 @@ pub struct SimpleCnnConfig {
 #[derive(Module, Debug)]
 pub struct SimpleCnn<B: Backend> {
     block: ConvBlock<B>,
-    output: Linear<B>,
+    output: Dense<B>,
 }
 
 impl SimpleCnnConfig {
@@ -48,8 +49,11 @@ impl SimpleCnnConfig {
         let pooled = pool_output("pool", conv, [POOL; 2], [POOL; 2], self.exact_pooling)?;
         Ok(SimpleCnn {
             block: ConvBlock::new([1, self.filters], KERNEL, 0, POOL, self.kernels, device),
-            output: LinearConfig::new(self.filters * pooled[0] * pooled[1], self.num_classes)
-                .init(device),
+            output: Dense::new(
+                [self.filters * pooled[0] * pooled[1], self.num_classes],
+                self.kernels,
+                device,
+            ),
         })
     }
 }

@@ -16,7 +16,7 @@ pub struct MnistTrainingConfig {
     /// Images per optimizer step.
     #[config(default = 64)]
     pub batch_size: usize,
-    /// Adam's learning rate.
+    /// Adam's peak learning rate, annealed (cosine) to 0 over the run.
     #[config(default = 1e-3)]
     pub learning_rate: f64,
     /// Seeds weight init, the train/valid split and batch shuffling.
@@ -48,11 +48,8 @@ impl MnistTrainingConfig {
         if self.batch_size == 0 {
             return invalid("batch-size must be at least 1".into());
         }
-        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return invalid(format!(
-                "lr must be a positive number, got {}",
-                self.learning_rate
-            ));
+        if !(self.learning_rate > 0.0 && self.learning_rate <= 1.0) {
+            return invalid(format!("lr must be in (0, 1], got {}", self.learning_rate));
         }
         if !(self.valid_fraction > 0.0 && self.valid_fraction < 1.0) {
             return invalid(format!(

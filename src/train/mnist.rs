@@ -8,6 +8,7 @@ use std::sync::Arc;
 use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
+use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
 use burn::optim::AdamConfig;
 use burn::prelude::*;
 use burn::record::CompactRecorder;
@@ -95,7 +96,12 @@ pub fn train<B: AutodiffKernelBackend>(
         training = training.renderer(EpochLineRenderer::default());
     }
     let optimizer = AdamConfig::new().init();
-    let result = training.launch(Learner::new(model, optimizer, config.learning_rate));
+    // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
+    let steps = config.epochs * splits.train.len().div_ceil(config.batch_size);
+    let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
+        .init()
+        .map_err(TrainError::Config)?;
+    let result = training.launch(Learner::new(model, optimizer, schedule));
     // Dropping the renderer closes the dashboard before anything else is printed.
     drop(result.renderer);
 

@@ -8,7 +8,9 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::cases::{CASES, ConvCase, values};
-use crate::harness::{GpuCheck, Reference, compare, floats, on_each_gpu, tensor};
+use crate::harness::{
+    GpuCheck, LayerResult, Reference, compare_results, floats, on_each_gpu, tensor,
+};
 
 /// Inputs of one conv case, as host data, and the output's incoming gradient.
 pub struct ConvData {
@@ -30,14 +32,6 @@ impl ConvData {
     }
 }
 
-/// The output and the gradients of Σ upstream ⊙ output, for comparison.
-pub struct ConvResult {
-    pub output: Vec<f32>,
-    pub x_grad: Option<Vec<f32>>,
-    pub weight_grad: Vec<f32>,
-    pub bias_grad: Option<Vec<f32>>,
-}
-
 /// Runs `op` on `B` with the case's data as tracked parameters and backpropagates
 /// Σ upstream ⊙ output.
 pub fn run_conv_like<B: AutodiffKernelBackend>(
@@ -46,7 +40,7 @@ pub fn run_conv_like<B: AutodiffKernelBackend>(
     out_shape: [usize; 4],
     device: &B::Device,
     op: impl FnOnce(Tensor<B, 4>, Tensor<B, 4>, Option<Tensor<B, 1>>) -> Tensor<B, 4>,
-) -> ConvResult {
+) -> LayerResult {
     let mut x = tensor::<B, 4>(&data.x, case.x_shape(), device);
     if case.x_grad {
         x = x.require_grad();
@@ -59,7 +53,7 @@ pub fn run_conv_like<B: AutodiffKernelBackend>(
     assert_eq!(output.dims(), out_shape, "output shape for {case:?}");
     let upstream = tensor::<B, 4>(&data.upstream, out_shape, device);
     let grads = (output.clone() * upstream).sum().backward();
-    ConvResult {
+    LayerResult {
         output: floats(output),
         x_grad: case
             .x_grad
@@ -67,25 +61,6 @@ pub fn run_conv_like<B: AutodiffKernelBackend>(
         weight_grad: floats(weight.grad(&grads).expect("weight gradient")),
         bias_grad: bias.map(|b| floats(b.grad(&grads).expect("bias gradient"))),
     }
-}
-
-/// Compares every tensor of two results; returns the worst relative error.
-pub fn compare_results(case: &ConvCase, ours: &ConvResult, reference: &ConvResult) -> f64 {
-    let what = |name: &str| format!("{name} of {case:?}");
-    let mut worst = compare(&what("output"), &ours.output, &reference.output);
-    if let (Some(a), Some(b)) = (&ours.x_grad, &reference.x_grad) {
-        worst = worst.max(compare(&what("x grad"), a, b));
-    }
-    worst = worst.max(compare(
-        &what("weight grad"),
-        &ours.weight_grad,
-        &reference.weight_grad,
-    ));
-    assert_eq!(ours.bias_grad.is_some(), reference.bias_grad.is_some());
-    if let (Some(a), Some(b)) = (&ours.bias_grad, &reference.bias_grad) {
-        worst = worst.max(compare(&what("bias grad"), a, b));
-    }
-    worst
 }
 
 pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {
@@ -112,7 +87,7 @@ impl GpuCheck for ConvCheck {
                 &Default::default(),
                 |x, w, b| module::conv2d(x, w, b, burn_conv_options(&case)),
             );
-            worst = worst.max(compare_results(&case, &ours, &reference));
+            worst = worst.max(compare_results(&format!("{case:?}"), &ours, &reference));
         }
         (CASES as usize, worst)
     }

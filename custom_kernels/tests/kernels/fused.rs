@@ -7,8 +7,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::cases::{CASES, ConvCase, random_pool};
-use crate::conv::{ConvData, burn_conv_options, compare_results, run_conv_like};
-use crate::harness::{GpuCheck, Reference, TOLERANCE, floats, ints, on_each_gpu};
+use crate::conv::{ConvData, burn_conv_options, run_conv_like};
+use crate::harness::{GpuCheck, Reference, TOLERANCE, compare_results, floats, ints, on_each_gpu};
 use crate::pool::expected_offsets;
 
 struct FusedCheck;
@@ -67,7 +67,7 @@ impl GpuCheck for FusedCheck {
                     output
                 },
             );
-            worst = worst.max(compare_results(&case, &ours, &reference));
+            worst = worst.max(compare_results(&format!("{case:?}"), &ours, &reference));
 
             // The argmax must name the same window position, except where two conv values
             // tie within rounding, or where the pooled value is (about) zero.

@@ -111,3 +111,32 @@ pub fn compare(what: &str, ours: &[f32], reference: &[f32]) -> f64 {
     }
     worst
 }
+
+/// A layer's output and the gradients of Σ upstream ⊙ output, for comparison.
+pub struct LayerResult {
+    pub output: Vec<f32>,
+    pub x_grad: Option<Vec<f32>>,
+    pub weight_grad: Vec<f32>,
+    pub bias_grad: Option<Vec<f32>>,
+}
+
+/// Compares every tensor of two results of the case `label`; returns the worst relative
+/// error.
+pub fn compare_results(label: &str, ours: &LayerResult, reference: &LayerResult) -> f64 {
+    let what = |name: &str| format!("{name} of {label}");
+    let mut worst = compare(&what("output"), &ours.output, &reference.output);
+    assert_eq!(ours.x_grad.is_some(), reference.x_grad.is_some());
+    if let (Some(a), Some(b)) = (&ours.x_grad, &reference.x_grad) {
+        worst = worst.max(compare(&what("x grad"), a, b));
+    }
+    worst = worst.max(compare(
+        &what("weight grad"),
+        &ours.weight_grad,
+        &reference.weight_grad,
+    ));
+    assert_eq!(ours.bias_grad.is_some(), reference.bias_grad.is_some());
+    if let (Some(a), Some(b)) = (&ours.bias_grad, &reference.bias_grad) {
+        worst = worst.max(compare(&what("bias grad"), a, b));
+    }
+    worst
+}

@@ -7,6 +7,7 @@
 
 mod cases;
 mod conv;
+mod dense;
 mod fused;
 mod gradcheck;
 mod harness;

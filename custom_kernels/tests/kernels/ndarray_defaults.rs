@@ -7,8 +7,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::cases::{ConvCase, random_pool};
-use crate::conv::{ConvData, burn_conv_options, compare_results, run_conv_like};
-use crate::harness::Reference;
+use crate::conv::{ConvData, burn_conv_options, run_conv_like};
+use crate::harness::{Reference, compare_results};
 
 #[test]
 fn ndarray_default_bodies_match_burn_autodiff() {
@@ -34,6 +34,6 @@ fn ndarray_default_bodies_match_burn_autodiff() {
                 false,
             )
         });
-        compare_results(&case, &ours, &reference);
+        compare_results(&format!("{case:?}"), &ours, &reference);
     }
 }

@@ -1,0 +1,162 @@
+//! Dense layer and its gradients, with x `[M, K]`, weight `[K, N]` (as Burn's `Linear`
+//! stores it) and bias `[N]`:
+//!
+//!   y  = x · W + b        dx = dy · Wᵀ        dW = xᵀ · dy        db = Σ_m dy[m, ·]
+//!
+//! Shaped for the classifier heads of small CNNs — K large (169·d inputs), N small (10
+//! classes), M a batch — where a general matmul tiles poorly. The forward gives each cube
+//! a block of `rows` × `cols` outputs whose K products its units share out and then reduce
+//! in shared memory, so x is read once per column block and every weight load serves
+//! `rows` rows. The weight gradient gives each unit one weight row k and a block of `cols`
+//! columns, reducing over the batch itself (adjacent units read adjacent x elements).
+
+use cubecl::prelude::*;
+
+#[cube(launch)]
+pub fn dense_forward<F: Float>(
+    x: &Tensor<F>,
+    weight: &Tensor<F>,
+    bias: &ComptimeOption<Tensor<F>>,
+    output: &mut Tensor<F>,
+    #[comptime] rows: u32,
+    #[comptime] cols: u32,
+    #[comptime] cube_size: u32,
+) {
+    let batch = x.shape(0);
+    let inputs = x.shape(1);
+    let outputs = weight.shape(1);
+    let first_row = CUBE_POS_X as usize * rows as usize;
+    let first_col = CUBE_POS_Y as usize * cols as usize;
+
+    let mut sums = Array::<F>::new((rows * cols) as usize);
+    #[unroll]
+    for i in 0..rows * cols {
+        sums[i as usize] = F::new(0.0);
+    }
+    let mut w = Array::<F>::new(cols as usize);
+    let mut k = UNIT_POS as usize;
+    while k < inputs {
+        #[unroll]
+        for c in 0..cols {
+            let n = first_col + c as usize;
+            w[c as usize] = F::new(0.0);
+            if n < outputs {
+                w[c as usize] = weight[k * outputs + n];
+            }
+        }
+        #[unroll]
+        for r in 0..rows {
+            let m = first_row + r as usize;
+            if m < batch {
+                let xv = x[m * inputs + k];
+                #[unroll]
+                for c in 0..cols {
+                    sums[(r * cols + c) as usize] += xv * w[c as usize];
+                }
+            }
+        }
+        k += cube_size as usize;
+    }
+
+    // One shared row per column; a tree over the units, one output row at a time.
+    let mut shared = SharedMemory::<F>::new((cols * cube_size) as usize);
+    #[unroll]
+    for r in 0..rows {
+        #[unroll]
+        for c in 0..cols {
+            shared[(c * cube_size + UNIT_POS) as usize] = sums[(r * cols + c) as usize];
+        }
+        sync_cube();
+        let mut half = CUBE_DIM / 2;
+        while half > 0 {
+            if UNIT_POS < half {
+                #[unroll]
+                for c in 0..cols {
+                    let i = (c * cube_size + UNIT_POS) as usize;
+                    let other = shared[i + half as usize];
+                    shared[i] += other;
+                }
+            }
+            sync_cube();
+            half /= 2;
+        }
+        let m = first_row + r as usize;
+        let n = first_col + UNIT_POS as usize;
+        if UNIT_POS < cols && m < batch && n < outputs {
+            let b: ComptimeOption<F> = bias.map(|bias| bias[n]);
+            output[m * outputs + n] =
+                shared[(UNIT_POS * cube_size) as usize] + b.unwrap_or_default();
+        }
+        sync_cube();
+    }
+}
+
+/// dx[m, k] = Σ_n dy[m, n] · W[k, n], one unit per element of dx.
+#[cube(launch)]
+pub fn dense_input_grad<F: Float>(grad: &Tensor<F>, weight: &Tensor<F>, x_grad: &mut Tensor<F>) {
+    let pos = ABSOLUTE_POS;
+    if pos >= x_grad.len() {
+        terminate!();
+    }
+    let outputs = weight.shape(1);
+    let inputs = weight.shape(0);
+    let m = pos / inputs;
+    let k = pos % inputs;
+    let mut sum = F::new(0.0);
+    for n in 0..outputs {
+        sum += grad[m * outputs + n] * weight[k * outputs + n];
+    }
+    x_grad[pos] = sum;
+}
+
+/// dW[k, n] = Σ_m x[m, k] · dy[m, n] for unit k < K; with `with_bias`, unit k = K computes
+/// db[n] = Σ_m dy[m, n] (as if x had a column of ones). Columns come in blocks of `cols`.
+#[cube(launch)]
+pub fn dense_weight_grad<F: Float>(
+    x: &Tensor<F>,
+    grad: &Tensor<F>,
+    weight_grad: &mut Tensor<F>,
+    bias_grad: &mut Tensor<F>,
+    #[comptime] cols: u32,
+    #[comptime] with_bias: bool,
+) {
+    let batch = x.shape(0);
+    let inputs = x.shape(1);
+    let outputs = grad.shape(1);
+    let k = ABSOLUTE_POS_X as usize;
+    let is_bias = k == inputs;
+    if k > inputs || (is_bias && !with_bias) {
+        terminate!();
+    }
+    let first_col = CUBE_POS_Y as usize * cols as usize;
+
+    let mut sums = Array::<F>::new(cols as usize);
+    #[unroll]
+    for c in 0..cols {
+        sums[c as usize] = F::new(0.0);
+    }
+    for m in 0..batch {
+        let mut xv = F::new(1.0);
+        if !is_bias {
+            xv = x[m * inputs + k];
+        }
+        #[unroll]
+        for c in 0..cols {
+            let n = first_col + c as usize;
+            if n < outputs {
+                sums[c as usize] += xv * grad[m * outputs + n];
+            }
+        }
+    }
+    #[unroll]
+    for c in 0..cols {
+        let n = first_col + c as usize;
+        if n < outputs {
+            if is_bias {
+                bias_grad[n] = sums[c as usize];
+            } else {
+                weight_grad[k * outputs + n] = sums[c as usize];
+            }
+        }
+    }
+}

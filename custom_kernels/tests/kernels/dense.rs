@@ -1,0 +1,164 @@
+//! The dense layer, forward and all three gradients, against Burn's matmul with Burn's
+//! autodiff; on the GPU runtimes and, for the default bodies, on NdArray.
+
+use burn::prelude::*;
+use cubenet_kernels::AutodiffKernelBackend;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::cases::{CASES, values};
+use crate::harness::{
+    GpuCheck, LayerResult, Reference, compare_results, floats, on_each_gpu, tensor,
+};
+
+/// Cap on multiply-adds per random case, so 200 cases stay quick on a software GPU.
+const MAX_MACS: usize = 2_000_000;
+
+/// A dense-layer problem: `batch` rows of `inputs` features to `outputs` features.
+#[derive(Debug, Clone)]
+struct DenseCase {
+    seed: u64,
+    batch: usize,
+    inputs: usize,
+    outputs: usize,
+    bias: bool,
+    x_grad: bool,
+}
+
+impl DenseCase {
+    /// Batch 1–64 (1 forced regularly), inputs 1–6000, outputs 1–70 with 10 (classes) and
+    /// sizes around the kernel's 16-column and 4-row blocks forced in.
+    fn random(index: u64) -> Self {
+        let seed = 7_000_003 + index;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut case = Self {
+            seed,
+            batch: match index % 5 {
+                0 => 1,
+                1 => [3, 4, 5, 48][rng.random_range(0..4)],
+                _ => rng.random_range(1..=64),
+            },
+            inputs: if index.is_multiple_of(3) {
+                rng.random_range(1..=40)
+            } else {
+                rng.random_range(1..=6000)
+            },
+            outputs: match index % 4 {
+                0 => 10,
+                1 => [1, 15, 16, 17, 33][rng.random_range(0..5)],
+                _ => rng.random_range(1..=70),
+            },
+            bias: index % 4 != 3,
+            x_grad: index % 3 != 2,
+        };
+        while case.batch * case.inputs * case.outputs > MAX_MACS {
+            case.inputs = case.inputs.div_ceil(2);
+        }
+        case
+    }
+
+    /// The head of the seed CNN at d = 32 (169·32 inputs, 10 classes).
+    fn seed_cnn_head(batch: usize) -> Self {
+        Self {
+            seed: batch as u64,
+            batch,
+            inputs: 169 * 32,
+            outputs: 10,
+            bias: true,
+            x_grad: true,
+        }
+    }
+
+    fn run<B: AutodiffKernelBackend>(
+        &self,
+        device: &B::Device,
+        op: impl FnOnce(Tensor<B, 2>, Tensor<B, 2>, Option<Tensor<B, 1>>) -> Tensor<B, 2>,
+    ) -> LayerResult {
+        let mut rng = StdRng::seed_from_u64(self.seed ^ 0x11ea);
+        let mut x = tensor::<B, 2>(
+            &values(&mut rng, self.batch * self.inputs),
+            [self.batch, self.inputs],
+            device,
+        );
+        if self.x_grad {
+            x = x.require_grad();
+        }
+        let weight = tensor::<B, 2>(
+            &values(&mut rng, self.inputs * self.outputs),
+            [self.inputs, self.outputs],
+            device,
+        )
+        .require_grad();
+        let bias_values = values(&mut rng, self.outputs);
+        let bias = self
+            .bias
+            .then(|| tensor::<B, 1>(&bias_values, [self.outputs], device).require_grad());
+        let upstream = tensor::<B, 2>(
+            &values(&mut rng, self.batch * self.outputs),
+            [self.batch, self.outputs],
+            device,
+        );
+        let output = op(x.clone(), weight.clone(), bias.clone());
+        assert_eq!(output.dims(), [self.batch, self.outputs], "{self:?}");
+        let grads = (output.clone() * upstream).sum().backward();
+        LayerResult {
+            output: floats(output),
+            x_grad: self
+                .x_grad
+                .then(|| floats(x.grad(&grads).expect("x gradient"))),
+            weight_grad: floats(weight.grad(&grads).expect("weight gradient")),
+            bias_grad: bias.map(|b| floats(b.grad(&grads).expect("bias gradient"))),
+        }
+    }
+
+    /// Burn's own matmul and broadcast add, differentiated by Burn, on NdArray.
+    fn reference(&self) -> LayerResult {
+        self.run::<Reference>(&Default::default(), |x, w, b| {
+            let y = x.matmul(w);
+            match b {
+                Some(b) => y + b.unsqueeze(),
+                None => y,
+            }
+        })
+    }
+}
+
+struct DenseCheck;
+
+impl GpuCheck for DenseCheck {
+    fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
+        // The random cases, then the seed CNN's head on the batches an MNIST epoch of
+        // 64-image batches runs on (64, then 48) and on the benchmark's 1000.
+        let cases = (0..CASES)
+            .map(DenseCase::random)
+            .chain([64, 48, 50, 1000].map(DenseCase::seed_cnn_head));
+        let mut worst = 0f64;
+        let mut count = 0;
+        for case in cases {
+            let ours = case.run::<B>(device, |x, w, b| cubenet_kernels::dense(x, w, b));
+            worst = worst.max(compare_results(
+                &format!("{case:?}"),
+                &ours,
+                &case.reference(),
+            ));
+            count += 1;
+        }
+        (count, worst)
+    }
+}
+
+#[test]
+fn dense_matches_burn() {
+    on_each_gpu("dense forward + x/weight/bias grads", DenseCheck);
+}
+
+#[test]
+fn ndarray_dense_default_matches_burn_autodiff() {
+    for index in 0..30 {
+        let case = DenseCase::random(index);
+        let ours = case.run::<Reference>(&Default::default(), |x, w, b| {
+            cubenet_kernels::dense(x, w, b)
+        });
+        compare_results(&format!("{case:?}"), &ours, &case.reference());
+    }
+}

@@ -1,0 +1,18 @@
+//! The choice between cubenet's kernels and Burn's ops inside a network.
+
+use serde::{Deserialize, Serialize};
+
+/// Which implementation runs a network's conv·ReLU·pool blocks and dense layers. Both
+/// compute the same function with the same weights (the parameters are Burn's `Conv2d` and
+/// `Linear` either way, so records load into both); on backends without CubeCL kernels
+/// (ndarray) `custom` runs Burn's ops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelPath {
+    /// cubenet's kernels: the fused conv·bias·ReLU·max-pool (one pass, pooled map + u8
+    /// argmax) and the dense layer.
+    #[default]
+    Custom,
+    /// Burn's conv2d, relu, max_pool2d and Linear, one after the other.
+    Burn,
+}
