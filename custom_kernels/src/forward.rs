@@ -25,6 +25,8 @@ const REDUCE_CUBE_SIZE: u32 = 256;
 const DENSE_BLOCK: [u32; 2] = [4, 16];
 /// Units per cube of the dense forward (a power of two, at least the block's columns).
 const DENSE_CUBE_SIZE: u32 = 256;
+// The dense forward's tree reduction halves the cube down to one unit per column.
+const _: () = assert!(DENSE_CUBE_SIZE.is_power_of_two() && DENSE_CUBE_SIZE >= DENSE_BLOCK[1]);
 /// Output columns per unit of the dense weight gradient.
 const DENSE_GRAD_COLS: u32 = 16;
 

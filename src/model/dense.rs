@@ -7,7 +7,8 @@ use cubenet_kernels::{KernelBackend, dense};
 use super::KernelPath;
 
 /// `x · W + b` over the last axis of a `[batch, inputs]` tensor. The parameters are a
-/// Burn `Linear`, so its records and initialization are Burn's.
+/// Burn `Linear` (initialization and weight layout are Burn's; records nest it under
+/// `linear`), so both kernel paths load the same records.
 #[derive(Module, Debug)]
 pub struct Dense<B: Backend> {
     linear: Linear<B>,

@@ -31,7 +31,7 @@ pub struct LeNetConfig {
     /// Refuse inputs whose conv outputs the 2x2 pool windows do not tile exactly.
     #[config(default = true)]
     pub exact_pooling: bool,
-    /// Which implementation runs the conv·ReLU·pool blocks.
+    /// Which implementation runs the conv·ReLU·pool blocks and the linear layers.
     #[config(default = "KernelPath::Custom")]
     pub kernels: KernelPath,
 }

@@ -186,7 +186,7 @@ fn on_every_backend<T: BackendTask<Output = ()> + Clone>(task: T) {
 }
 
 #[test]
-fn custom_and_burn_paths_agree_on_every_backend() {
+fn custom_path_matches_burn_ops_on_cpu_on_every_backend() {
     on_every_backend(SamePaths);
 }
 
@@ -256,6 +256,6 @@ fn train<B: AutodiffKernelBackend>(
 }
 
 #[test]
-fn custom_and_burn_training_agree_on_every_backend() {
+fn custom_path_trains_like_burn_ops_on_cpu_on_every_backend() {
     on_every_backend(SameTraining);
 }

@@ -128,7 +128,7 @@ struct DenseCheck;
 impl GpuCheck for DenseCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         // The random cases, then the seed CNN's head on the batches an MNIST epoch of
-        // 64-image batches runs on (64, then 48) and on the benchmark's 1000.
+        // 64-image batches runs on (64, then 48), an uneven one and the benchmark's 1000.
         let cases = (0..CASES)
             .map(DenseCase::random)
             .chain([64, 48, 50, 1000].map(DenseCase::seed_cnn_head));
