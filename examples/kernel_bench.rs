@@ -1,5 +1,5 @@
-//! Times cubenet's kernels against Burn's on the seed CNN's shapes, op by op and as a whole
-//! training step, on one device in one run.
+//! Times cubenet's kernels against Burn's on the seed CNN's shapes, op by op, on one device
+//! in one run (whole training steps: the `backend_swap` example).
 //!
 //! ```text
 //! cargo run --release --example kernel_bench --features cuda -- --json kernels.json
@@ -10,8 +10,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use cubenet::backend::{BackendKind, BackendTask, run_on};
-use cubenet::bench::{OpComparison, StepBench, compare_ops, seed_cnn_step};
-use cubenet::model::KernelPath;
+use cubenet::bench::{OpComparison, Protocol, compare_ops};
 use cubenet_kernels::AutodiffKernelBackend;
 use serde::Serialize;
 
@@ -43,7 +42,6 @@ struct Report {
     backend: BackendKind,
     batch: usize,
     ops: Vec<(usize, Vec<OpComparison>)>,
-    steps: Vec<StepBench>,
 }
 
 struct Bench(Args);
@@ -59,12 +57,13 @@ impl BackendTask for Bench {
             repeats,
             ..
         } = self.0;
+        let protocol = Protocol { warmup, repeats };
         // Progress goes to stderr as each section finishes: a run cut off by a time limit
         // still shows what it measured.
         let ops = filters
             .iter()
             .map(|&d| {
-                let ops = compare_ops::<B::InnerBackend>(&device, batch, d, warmup, repeats);
+                let ops = compare_ops::<B::InnerBackend>(&device, batch, d, protocol);
                 for op in &ops {
                     eprintln!(
                         "d={d} {}: custom {:.3} ms, burn {:.3} ms",
@@ -74,23 +73,10 @@ impl BackendTask for Bench {
                 (d, ops)
             })
             .collect();
-        let steps = filters
-            .iter()
-            .flat_map(|&d| [KernelPath::Custom, KernelPath::Burn].map(|k| (d, k)))
-            .map(|(d, k)| {
-                let step = seed_cnn_step::<B>(&device, batch, d, k, warmup, repeats);
-                eprintln!(
-                    "d={d} training step, {k:?}: {:.3} ms",
-                    step.timing.median_ms
-                );
-                step
-            })
-            .collect();
         Report {
             backend: kind,
             batch,
             ops,
-            steps,
         }
     }
 }
@@ -111,14 +97,6 @@ fn print_report(report: &Report) {
                 op.speedup()
             );
         }
-    }
-    println!("\n| d | training step | median | min | max | runs |\n|---|---|---|---|---|---|");
-    for step in &report.steps {
-        let t = step.timing;
-        println!(
-            "| {} | {:?} | {:.3} | {:.3} | {:.3} | {} |",
-            step.filters, step.kernels, t.median_ms, t.min_ms, t.max_ms, t.runs
-        );
     }
 }
 

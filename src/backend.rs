@@ -10,6 +10,7 @@
 use std::fmt;
 
 use burn::backend::Autodiff;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 use burn::prelude::*;
 use cubenet_kernels::AutodiffKernelBackend;
 use serde::{Deserialize, Serialize};
@@ -73,6 +74,8 @@ impl fmt::Display for BackendKind {
 pub enum BackendError {
     #[error("backend `{0}` is not compiled into this build; rebuild with `--features {0}`")]
     NotCompiled(BackendKind),
+    #[error("`{0}` is measured by bench/pytorch_reference.py, not by cubenet")]
+    NotRunnable(String),
     #[error("backend `{backend}` found no usable device: {reason}")]
     NoDevice {
         backend: BackendKind,

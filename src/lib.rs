@@ -5,5 +5,6 @@ pub mod backend;
 pub mod bench;
 pub mod data;
 pub mod model;
+pub mod plot;
 mod quiet_panic;
 pub mod train;

@@ -1,9 +1,25 @@
-//! Benchmarks: the timing protocol, kernel microbenchmarks and training steps.
+//! Benchmarks: the timing protocol, kernel microbenchmarks, and the backend-swap comparison
+//! (training steps, phase breakdowns and real epochs per variant; reports, tables, plots).
 
+mod charts;
+mod epoch;
 mod ops;
+mod phases;
+mod report;
+mod run;
 mod step;
+mod sweep;
+mod table;
 mod timing;
+mod variant;
 
+pub use epoch::{EpochResult, time_epoch};
 pub use ops::{OpComparison, compare_ops};
-pub use step::{StepBench, seed_cnn_step};
-pub use timing::{Timing, time_synced};
+pub use phases::{PHASES, time_phases};
+pub use report::{EPOCH_IMAGES, EpochRecord, PhaseRecord, Report, ReportError, Source, StepRecord};
+pub use run::{EpochPlan, Measurement, measurement_count, run_variant, this_run};
+pub use step::{BENCH_LR, bench_model, random_batch, time_training_step};
+pub use sweep::{BenchModel, BenchPlan, MLP_HIDDEN, Point, Sweep};
+pub use table::FULL_RUNS;
+pub use timing::{Protocol, Timing, sync, time_synced};
+pub use variant::Variant;

@@ -7,7 +7,7 @@ use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 use cubenet_kernels::{ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d};
 use serde::Serialize;
 
-use super::timing::{Timing, time_synced};
+use super::timing::{Protocol, Timing, time_synced};
 
 /// One op timed both ways.
 #[derive(Debug, Clone, Serialize)]
@@ -106,8 +106,7 @@ pub fn compare_ops<B: KernelBackend>(
     device: &B::Device,
     batch: usize,
     filters: usize,
-    warmup: usize,
-    repeats: usize,
+    protocol: Protocol,
 ) -> Vec<OpComparison> {
     let layer = SeedLayer::<B> {
         x: random::<B, 4>([batch, 1, 28, 28], device),
@@ -131,8 +130,8 @@ pub fn compare_ops<B: KernelBackend>(
     let time = |op: &str, mut custom: Box<dyn FnMut() + '_>, mut burn: Box<dyn FnMut() + '_>| {
         OpComparison {
             op: op.to_string(),
-            custom: time_synced::<B>(device, warmup, repeats, &mut *custom),
-            burn: time_synced::<B>(device, warmup, repeats, &mut *burn),
+            custom: time_synced::<B>(device, protocol, &mut *custom),
+            burn: time_synced::<B>(device, protocol, &mut *burn),
         }
     };
     vec![

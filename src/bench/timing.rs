@@ -4,10 +4,11 @@
 use std::time::Instant;
 
 use burn::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Milliseconds per run over the timed repeats.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Timing {
     pub median_ms: f64,
     pub min_ms: f64,
@@ -15,20 +16,41 @@ pub struct Timing {
     pub runs: usize,
 }
 
-/// Times `run` on `device`: `warmup` untimed runs, then `repeats` runs each closed by a
-/// device synchronization.
+impl Timing {
+    /// Summarizes timed runs in milliseconds; the median is the upper middle element
+    /// (`sorted[n / 2]`), the definition `pytorch_reference.py` uses too.
+    pub fn from_samples(mut samples: Vec<f64>) -> Timing {
+        assert!(!samples.is_empty(), "at least one timed run");
+        samples.sort_by(f64::total_cmp);
+        let runs = samples.len();
+        Timing {
+            median_ms: samples[runs / 2],
+            min_ms: samples[0],
+            max_ms: samples[runs - 1],
+            runs,
+        }
+    }
+}
+
+/// How many runs to discard and to time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Protocol {
+    pub warmup: usize,
+    pub repeats: usize,
+}
+
+/// Times `run` on `device`: `protocol.warmup` untimed runs, then `protocol.repeats` runs
+/// each closed by a device synchronization.
 pub fn time_synced<B: Backend>(
     device: &B::Device,
-    warmup: usize,
-    repeats: usize,
+    protocol: Protocol,
     mut run: impl FnMut(),
 ) -> Timing {
-    assert!(repeats > 0, "at least one timed run");
-    for _ in 0..warmup {
+    for _ in 0..protocol.warmup {
         run();
     }
     sync::<B>(device);
-    let mut samples: Vec<f64> = (0..repeats)
+    let samples = (0..protocol.repeats)
         .map(|_| {
             let start = Instant::now();
             run();
@@ -36,15 +58,10 @@ pub fn time_synced<B: Backend>(
             start.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    samples.sort_by(f64::total_cmp);
-    Timing {
-        median_ms: samples[repeats / 2],
-        min_ms: samples[0],
-        max_ms: samples[repeats - 1],
-        runs: repeats,
-    }
+    Timing::from_samples(samples)
 }
 
-fn sync<B: Backend>(device: &B::Device) {
+/// Waits until `device` has finished all queued work.
+pub fn sync<B: Backend>(device: &B::Device) {
     B::sync(device).expect("the device failed while benchmarking");
 }

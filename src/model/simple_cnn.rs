@@ -61,7 +61,17 @@ impl SimpleCnnConfig {
 impl<B: KernelBackend> SimpleCnn<B> {
     /// Class logits `[n, classes]` for images `[n, 1, side, side]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        self.output
-            .forward(self.block.forward(images).flatten(1, 3))
+        self.classify(self.features(images))
+    }
+
+    /// The conv·ReLU·pool block's output, flattened to `[n, pooled·pooled·d]`. Split from
+    /// [`classify`](Self::classify) so that benchmarks can time each layer.
+    pub fn features(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+        self.block.forward(images).flatten(1, 3)
+    }
+
+    /// Class logits from the flattened features: the linear layer.
+    pub fn classify(&self, features: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.output.forward(features)
     }
 }

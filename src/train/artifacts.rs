@@ -11,7 +11,7 @@ use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::train::LearnerSummary;
 
 use super::TrainError;
-use super::plot::{Panel, Series, plot_panels};
+use crate::plot::{Axis, Panel, Scale, Series, plot_panels};
 
 /// File name of the final model record.
 pub const MODEL_FILE: &str = "model.mpk";
@@ -68,7 +68,8 @@ pub fn plot_learning_curves(dir: &Path) -> Result<PathBuf, TrainError> {
     let metrics = &summary.metrics;
     let panel = |name: &str, y_label: &str| Panel {
         title: name.to_string(),
-        y_label: y_label.to_string(),
+        x: Axis::new("epoch", Scale::Integer),
+        y: Axis::new(y_label, Scale::Linear),
         series: [("train", &metrics.train), ("valid", &metrics.valid)]
             .into_iter()
             .filter_map(|(split, summaries)| {

@@ -4,7 +4,6 @@ mod artifacts;
 mod config;
 mod epoch_lines;
 mod mnist;
-mod plot;
 
 use std::path::PathBuf;
 
@@ -15,10 +14,10 @@ pub use artifacts::{
 pub use config::MnistTrainingConfig;
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
 pub use mnist::{MnistRun, MnistSplits, accuracy_line, evaluate, train};
-pub use plot::{Panel, PlotError, Series, plot_panels};
 
 use crate::data::DataError;
 use crate::model::ModelError;
+use crate::plot::PlotError;
 
 /// Why a run could not train or save its results.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! Integration tests, in one crate so that Burn is linked once.
 
+mod bench;
 mod common;
 mod kernel_paths;
 mod mnist_data;

@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""PyTorch reference for cubenet's backend-swap benchmark.
+
+Times the same training step as the Rust tool (forward, softmax cross-entropy,
+backward, plain SGD update at lr 0.1) on the same models and sweeps, with the
+same timing protocol, and writes the same JSON schema, so the Rust side can
+merge both into one table.
+
+* models: `simple` (the seed CNN with d filters), `lenet`, `mlp`; all fp32,
+  TF32 disabled;
+* variants: `pytorch-eager` (cuDNN autotuning on) and `pytorch-compile`
+  (`torch.compile`, default mode; skipped with a warning where it cannot run);
+* each point: random data resident on the GPU, `--warmup` untimed steps, then
+  `--repeats` steps each closed by `torch.cuda.synchronize()`; median
+  (sorted[runs // 2]), min and max in milliseconds;
+* optionally (`--data-dir` with the MNIST IDX files) one timed epoch over the
+  60,000 training images per model and variant, then the test accuracy.
+
+Run on a CUDA machine with PyTorch 2.x (no network needed):
+
+    python3 bench/pytorch_reference.py --out pytorch.json
+    python3 bench/pytorch_reference.py --models simple --variants eager \\
+        --data-dir /data/mnist --out pytorch-simple.json
+
+Progress goes to stderr, a markdown table of the step medians to stdout.
+"""
+
+import argparse
+import gzip
+import json
+import math
+import os
+import shlex
+import sys
+import time
+import zlib
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from torch import nn
+
+MODELS = ("simple", "lenet", "mlp")
+VARIANTS = {"eager": "pytorch-eager", "compile": "pytorch-compile"}
+LEARNING_RATE = 0.1
+PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081  # the Rust batcher's normalization
+IMAGES_MAGIC, LABELS_MAGIC = 2051, 2049
+EVAL_CHUNK = 1000
+
+
+class DataError(Exception):
+    """A missing or malformed MNIST file; reported as one line, exit code 2."""
+
+
+def int_at_least(minimum):
+    """argparse type: an integer >= minimum."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def int_list(text):
+    """argparse type: comma-separated positive integers, duplicates dropped."""
+    return list(dict.fromkeys(int_at_least(1)(part) for part in text.split(",")))
+
+
+def name_list(choices):
+    """argparse type: comma-separated names out of `choices`, duplicates dropped."""
+    def parse(text):
+        names = list(dict.fromkeys(text.split(",")))
+        unknown = [name for name in names if name not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {','.join(unknown)}; choose from {','.join(choices)}")
+        return names
+    return parse
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--models", type=name_list(MODELS), default="simple,lenet,mlp")
+    add("--batches", type=int_list, default="100,250,500,1000",
+        help="batch sizes swept for every model (simple: at --sweep-batches-at-filters)")
+    add("--filters", type=int_list, default="32,64,128,256",
+        help="filter counts d swept for simple (at --sweep-filters-at-batch)")
+    add("--sweep-filters-at-batch", type=int_at_least(1), default=1000)
+    add("--sweep-batches-at-filters", type=int_at_least(1), default=256)
+    add("--variants", type=name_list(tuple(VARIANTS)), default="eager,compile")
+    add("--warmup", type=int_at_least(0), default=10, help="untimed steps before timing")
+    add("--repeats", type=int_at_least(1), default=30, help="timed steps per point")
+    add("--out", default="results.json", help="JSON output, written atomically")
+    add("--data-dir", type=Path, help="MNIST IDX files (raw or .gz) for the full-epoch run")
+    add("--epoch-batch", type=int_at_least(1), default=1000)
+    add("--epoch-filters", type=int_at_least(1), default=256, help="d of simple in the epoch run")
+    add("--no-epoch", action="store_true", help="skip the epoch run even with --data-dir")
+    return parser.parse_args()
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def fail(message):
+    """One line to stderr and exit code 2, no traceback."""
+    log(f"error: {message}")
+    sys.exit(2)
+
+
+def build_model(name, filters):
+    """The fp32 model `name`, layer for layer as in the Rust crate (28x28 inputs)."""
+    if name == "simple":
+        return nn.Sequential(
+            nn.Conv2d(1, filters, 3), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Flatten(), nn.Linear(13 * 13 * filters, 10))
+    if name == "lenet":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
+        nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def describe(name, filters):
+    return name if filters is None else f"{name} d={filters}"
+
+
+def sweep_points(args):
+    """(model, batch, filters) in sweep order; filters is None for models without it."""
+    points = []
+    for model in args.models:
+        if model == "simple":
+            points += [(model, b, args.sweep_batches_at_filters) for b in args.batches]
+            points += [(model, args.sweep_filters_at_batch, d) for d in args.filters]
+        else:
+            points += [(model, b, None) for b in args.batches]
+    return list(dict.fromkeys(points))  # the two simple sweeps share a point
+
+
+def configure_cuda():
+    """Strict fp32 for a fair comparison (no TF32), and cuDNN autotuning (warm-up covers it)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.benchmark = True
+
+
+def root_cause(error):
+    """The innermost exception: torch wraps compiler failures (inner_exception, __cause__)."""
+    while True:
+        inner = getattr(error, "inner_exception", None) or error.__cause__
+        if inner is None:
+            return error
+        error = inner
+
+
+def compile_failure():
+    """Why torch.compile cannot train on this machine (no Triton, no C compiler, ...), or None.
+
+    Compilation is lazy, so a tiny conv model is compiled and trained one step here
+    rather than letting the failure surface in the middle of the sweep."""
+    probe = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 26 * 26, 10))
+    probe = probe.cuda()
+    try:
+        logits = torch.compile(probe)(torch.randn(2, 1, 28, 28, device="cuda"))
+        nn.functional.cross_entropy(logits, torch.zeros(2, dtype=torch.long, device="cuda")).backward()
+        torch.cuda.synchronize()
+    except Exception as error:  # compiler failures come as many exception types
+        cause = root_cause(error)
+        lines = str(cause).strip().splitlines()
+        return f"{type(cause).__name__}: {lines[0] if lines else 'no message'}"
+    return None
+
+
+def usable_variants(names):
+    """The variant labels to run, without pytorch-compile where torch.compile fails."""
+    variants = [VARIANTS[name] for name in names]
+    if "pytorch-compile" in variants:
+        reason = compile_failure()
+        if reason is not None:
+            log(f"warning: skipping pytorch-compile, torch.compile failed: {reason}")
+            variants.remove("pytorch-compile")
+    return variants
+
+
+def new_trainer(name, filters, variant):
+    """A freshly seeded model on the GPU and its training step, step(x, y).
+
+    The step has no .item() or other host sync, so the timer sees the GPU work."""
+    torch.manual_seed(0)
+    model = build_model(name, filters).cuda()
+    forward = model
+    if variant == "pytorch-compile":
+        # An empty cache per model: static shapes per point, and no recompile limit
+        # reached across the many models (past it dynamo would silently run eager).
+        torch._dynamo.reset()
+        forward = torch.compile(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(forward(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return model, step
+
+
+def time_steps(step, x, y, warmup, repeats):
+    """The timing protocol of the Rust tool: median is sorted[repeats // 2]."""
+    for _ in range(warmup):
+        step(x, y)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step(x, y)
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) * 1e3)
+    samples.sort()
+    return {"median_ms": samples[repeats // 2], "min_ms": samples[0],
+            "max_ms": samples[-1], "runs": repeats}
+
+
+def bench_point(name, batch, filters, variant, warmup, repeats):
+    """One "steps" entry: a training step timed on seeded random data resident on the GPU."""
+    _, step = new_trainer(name, filters, variant)
+    x = torch.randn(batch, 1, 28, 28, device="cuda")
+    y = torch.randint(0, 10, (batch,), device="cuda")
+    timing = time_steps(step, x, y, warmup, repeats)
+    log(f"{variant} {describe(name, filters)} batch={batch}: {timing['median_ms']:.2f} ms")
+    return {"model": name, "variant": variant, "batch": batch, "filters": filters,
+            "warmup": warmup, "timing": timing}
+
+
+def find_idx(directory, name):
+    """The path of IDX file `name` in `directory`, raw or gzipped."""
+    for path in (directory / name, directory / f"{name}.gz"):
+        if path.is_file():
+            return path
+    raise DataError(f"{directory / name}[.gz]: not found")
+
+
+def read_idx(path, magic):
+    """Dimensions and payload bytes of an IDX file, checked against `magic` and its own header."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as file:
+            raw = file.read()
+    except (OSError, EOFError, zlib.error) as error:  # unreadable, bad or truncated gzip
+        raise DataError(f"{path}: {error}") from None
+    if len(raw) < 4 or int.from_bytes(raw[:4], "big") != magic:
+        raise DataError(f"{path}: magic number is not {magic}, not the expected MNIST IDX file")
+    header = 4 + 4 * (magic & 0xFF)  # the low byte of the magic number is the rank
+    dims = [int.from_bytes(raw[i:i + 4], "big") for i in range(4, header, 4)]
+    if len(raw) != header + math.prod(dims):
+        raise DataError(f"{path}: file size does not match the dimensions in its header")
+    return dims, raw[header:]
+
+
+def load_split(directory, prefix):
+    """Normalized float32 images [n, 1, 28, 28] and int64 labels [n] of one split, on the GPU."""
+    image_path = find_idx(directory, f"{prefix}-images-idx3-ubyte")
+    label_path = find_idx(directory, f"{prefix}-labels-idx1-ubyte")
+    image_dims, pixels = read_idx(image_path, IMAGES_MAGIC)
+    label_dims, labels = read_idx(label_path, LABELS_MAGIC)
+    if image_dims[1:] != [28, 28]:
+        raise DataError(f"{image_path}: images are {image_dims[1]}x{image_dims[2]}, expected 28x28")
+    if label_dims[0] != image_dims[0]:
+        raise DataError(f"{label_path}: {label_dims[0]} labels for {image_dims[0]} images")
+    images = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).cuda()
+    images = (images.float() / 255 - PIXEL_MEAN) / PIXEL_STD
+    labels = torch.frombuffer(bytearray(labels), dtype=torch.uint8).cuda().long()
+    return images.view(-1, 1, 28, 28), labels
+
+
+@torch.no_grad()
+def test_accuracy(model, images, labels):
+    """Fraction classified correctly. Uses the uncompiled module, which shares the trained
+    parameters, so the compile variant does not recompile for inference."""
+    model.eval()
+    correct = sum((model(images[i:i + EVAL_CHUNK]).argmax(1) == labels[i:i + EVAL_CHUNK]).sum()
+                  for i in range(0, len(images), EVAL_CHUNK))
+    return correct.item() / len(images)
+
+
+def run_epoch(name, filters, variant, batch, warmup, train, test):
+    """One "epochs" entry: a fresh model, warm-up steps on the first batch, then one timed
+    epoch over the training set in order (last partial batch included) and the test accuracy.
+
+    A partial last batch has a new shape, so its autotuning (and, compiled, its
+    recompilation) falls inside the timed epoch; 60,000 / 1000 has none."""
+    model, step = new_trainer(name, filters, variant)
+    images, labels = train
+    for _ in range(warmup):
+        step(images[:batch], labels[:batch])
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for first in range(0, len(images), batch):
+        step(images[first:first + batch], labels[first:first + batch])
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    accuracy = test_accuracy(model, *test)
+    log(f"{variant} {describe(name, filters)} epoch batch={batch}: "
+        f"{seconds:.2f} s, test accuracy {accuracy:.4f}")
+    return {"model": name, "variant": variant, "batch": batch, "filters": filters,
+            "images": len(images), "seconds": seconds, "test_accuracy": accuracy}
+
+
+def report(steps, epochs, started):
+    """The document in the schema the Rust tool deserializes (deny_unknown_fields)."""
+    software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                f"cuDNN {torch.backends.cudnn.version()}")
+    source = {"tool": "bench/pytorch_reference.py", "device": torch.cuda.get_device_name(),
+              "software": software, "command": shlex.join(["python3", *sys.argv]),
+              "date": started.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {"sources": [source], "steps": steps, "phases": [], "epochs": epochs}
+
+
+def write_json(path, document):
+    """Writes atomically, so a reader never sees a half-written file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as file:
+        json.dump(document, file, indent=2)
+        file.write("\n")
+    os.replace(tmp, path)
+
+
+def markdown_table(steps, variants):
+    """Step medians in ms: one row per model/filters/batch, one column per variant."""
+    medians = {(s["model"], s["filters"], s["batch"], s["variant"]): s["timing"]["median_ms"]
+               for s in steps}
+    rows = dict.fromkeys(key[:3] for key in medians)
+    lines = ["| model | filters | batch | " + " | ".join(f"{v} median ms" for v in variants) + " |",
+             "|---|---:|---:|" + "---:|" * len(variants)]
+    for model, filters, batch in rows:
+        cells = [f"{medians[(model, filters, batch, v)]:.2f}"
+                 if (model, filters, batch, v) in medians else "-" for v in variants]
+        lines.append(f"| {model} | {'-' if filters is None else filters} | {batch} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    started = datetime.now(timezone.utc)
+    if not torch.cuda.is_available():
+        fail("no CUDA device visible to PyTorch")
+    run_epochs = args.data_dir is not None and not args.no_epoch
+    train = test = None
+    if run_epochs:  # loaded first: a bad data dir fails before minutes of sweeps
+        try:
+            train, test = load_split(args.data_dir, "train"), load_split(args.data_dir, "t10k")
+        except DataError as error:
+            fail(str(error))
+    configure_cuda()
+    variants = usable_variants(args.variants)
+    points = sweep_points(args)
+    steps = [bench_point(model, batch, filters, variant, args.warmup, args.repeats)
+             for variant in variants for model, batch, filters in points]
+    epochs = []
+    if run_epochs:
+        epochs = [run_epoch(model, args.epoch_filters if model == "simple" else None, variant,
+                            args.epoch_batch, args.warmup, train, test)
+                  for variant in variants for model in args.models]
+    write_json(args.out, report(steps, epochs, started))
+    print(markdown_table(steps, variants))
+
+
+if __name__ == "__main__":
+    main()

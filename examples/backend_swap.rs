@@ -1,0 +1,311 @@
+//! The same training step on every backend compiled in — ndarray on all cores and on one
+//! thread, CUDA and wgpu with Burn's kernels and with cubenet's — over seed 001's sweeps,
+//! plus per-phase breakdowns and one real MNIST epoch; tables, CSV, JSON and plots.
+//!
+//! ```text
+//! cargo run --release --example backend_swap --features cuda -- \
+//!     --data-dir ../shared/datasets/mnist --merge pytorch.json
+//! ```
+//! `bench/pytorch_reference.py` measures PyTorch on the same GPU with the same protocol and
+//! schema; `--merge` puts its columns into the same tables.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use cubenet::backend::BackendError;
+use cubenet::bench::{
+    BenchModel, BenchPlan, EpochPlan, Measurement, Point, Protocol, Report, Sweep, Variant,
+    measurement_count, run_variant, this_run,
+};
+use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Parser, Serialize, Deserialize)]
+#[command(about = "Backend-swap benchmark: one training step, every backend, one table")]
+struct Args {
+    /// Variants to run [default: every one compiled into this build]
+    #[arg(long, value_enum, value_delimiter = ',')]
+    variants: Vec<Variant>,
+    /// Networks to time
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "simple,lenet,mlp"
+    )]
+    models: Vec<BenchModel>,
+    /// Batch sizes of the batch sweep
+    #[arg(long, value_delimiter = ',', default_value = "100,250,500,1000")]
+    batches: Vec<usize>,
+    /// Filter counts d of the seed CNN's filter sweep
+    #[arg(long, value_delimiter = ',', default_value = "32,64,128,256")]
+    filters: Vec<usize>,
+    /// Batch size of the filter sweep
+    #[arg(long, default_value_t = 1000)]
+    sweep_filters_at_batch: usize,
+    /// Filter count of the seed CNN in the batch sweep
+    #[arg(long, default_value_t = 256)]
+    sweep_batches_at_filters: usize,
+    /// Untimed steps before timing (GPU variants)
+    #[arg(long, default_value_t = 10)]
+    warmup: usize,
+    /// Timed steps, median reported (GPU variants)
+    #[arg(long, default_value_t = 30)]
+    repeats: usize,
+    /// Untimed steps before timing (CPU variants)
+    #[arg(long, default_value_t = 1)]
+    cpu_warmup: usize,
+    /// Timed steps (CPU variants; tables flag fewer than 20)
+    #[arg(long, default_value_t = 5)]
+    cpu_repeats: usize,
+    /// CPU variants skip points with a larger batch
+    #[arg(long)]
+    cpu_max_batch: Option<usize>,
+    /// CPU variants skip points with more filters
+    #[arg(long)]
+    cpu_max_filters: Option<usize>,
+    /// Filter counts whose per-phase breakdown is timed (GPU variants)
+    #[arg(long, value_delimiter = ',', default_value = "32,256")]
+    phase_filters: Vec<usize>,
+    /// Skip the per-phase breakdowns
+    #[arg(long)]
+    no_phases: bool,
+    /// MNIST IDX directory: time one real epoch per variant (skipped without it)
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Network of the real epoch
+    #[arg(long, value_enum, default_value_t = BenchModel::Simple)]
+    epoch_model: BenchModel,
+    /// Batch size of the real epoch
+    #[arg(long, default_value_t = 1000)]
+    epoch_batch: usize,
+    /// Filters of the real epoch's seed CNN
+    #[arg(long, default_value_t = 256)]
+    epoch_filters: usize,
+    /// Train the real epoch on only the first N images
+    #[arg(long, value_name = "N")]
+    epoch_limit: Option<usize>,
+    /// Time the real epoch on CPU variants too
+    #[arg(long)]
+    cpu_epoch: bool,
+    /// Reports to merge into the tables (e.g. from bench/pytorch_reference.py)
+    #[arg(long)]
+    merge: Vec<PathBuf>,
+    /// Measure nothing: only merge the --merge reports into tables and plots
+    #[arg(long)]
+    merge_only: bool,
+    /// Directory for results.{json,csv,md} and the plots
+    #[arg(long, default_value = "artifacts/backend_swap")]
+    out: PathBuf,
+    /// Internal: run as the single-thread child, reading these arguments from JSON
+    #[arg(long, hide = true)]
+    child_plan: Option<PathBuf>,
+}
+
+impl Args {
+    fn plan(&self) -> BenchPlan {
+        BenchPlan {
+            sweep: Sweep {
+                models: self.models.clone(),
+                batches: self.batches.clone(),
+                filters_for_batches: self.sweep_batches_at_filters,
+                filters: self.filters.clone(),
+                batch_for_filters: self.sweep_filters_at_batch,
+            },
+            gpu: Protocol {
+                warmup: self.warmup,
+                repeats: self.repeats,
+            },
+            cpu: Protocol {
+                warmup: self.cpu_warmup,
+                repeats: self.cpu_repeats,
+            },
+            cpu_max_batch: self.cpu_max_batch,
+            cpu_max_filters: self.cpu_max_filters,
+            phase_filters: if self.no_phases {
+                Vec::new()
+            } else {
+                self.phase_filters.clone()
+            },
+        }
+    }
+
+    fn epoch_plan(&self) -> anyhow::Result<Option<EpochPlan>> {
+        let Some(dir) = &self.data_dir else {
+            return Ok(None);
+        };
+        let load = |split| -> anyhow::Result<MnistSubset> {
+            let data = MnistData::load(&MnistSource::Dir(dir.clone()), split)?;
+            Ok(MnistSubset::all(data.into()))
+        };
+        let filters = self.epoch_model.has_filters().then_some(self.epoch_filters);
+        Ok(Some(EpochPlan {
+            train: load(Split::Train)?.limit(self.epoch_limit),
+            test: load(Split::Test)?,
+            point: Point {
+                model: self.epoch_model,
+                batch: self.epoch_batch,
+                filters,
+            },
+            on_cpu: self.cpu_epoch,
+        }))
+    }
+
+    /// The variants to run, checked against this build.
+    fn variants(&self) -> anyhow::Result<Vec<Variant>> {
+        if self.merge_only {
+            return Ok(Vec::new());
+        }
+        if self.variants.is_empty() {
+            return Ok(Variant::compiled());
+        }
+        for &v in &self.variants {
+            match v.burn_setup() {
+                None => bail!(
+                    "{v} is measured by bench/pytorch_reference.py; pass its JSON with --merge"
+                ),
+                Some((kind, _)) if !kind.is_compiled() => Err(BackendError::NotCompiled(kind))?,
+                Some(_) => {}
+            }
+        }
+        Ok(self.variants.clone())
+    }
+}
+
+const RESULTS_JSON: &str = "results.json";
+
+/// Both thread pools ndarray uses are sized once per process from these variables.
+const THREAD_VARS: [&str; 2] = ["RAYON_NUM_THREADS", "MATMUL_NUM_THREADS"];
+
+fn single_threaded() -> bool {
+    THREAD_VARS
+        .iter()
+        .all(|var| std::env::var(var).is_ok_and(|v| v == "1"))
+}
+
+/// Runs the single-thread CPU variant in a child process started with one thread per pool;
+/// its results (partial ones too) land in `<out>/single-thread/`.
+fn run_single_thread_child(args: &Args) -> anyhow::Result<Report> {
+    let out = args.out.join("single-thread");
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let plan_path = out.join("plan.json");
+    let child_args = Args {
+        variants: vec![Variant::NdarraySingleThread],
+        out: out.clone(),
+        merge: Vec::new(),
+        ..args.clone()
+    };
+    std::fs::write(&plan_path, serde_json::to_string(&child_args)?)?;
+    let mut command = Command::new(std::env::current_exe()?);
+    command.arg("--child-plan").arg(&plan_path);
+    for var in THREAD_VARS {
+        command.env(var, "1");
+    }
+    let status = command
+        .status()
+        .context("cannot start the single-thread run")?;
+    if !status.success() {
+        bail!("the single-thread run failed ({status})");
+    }
+    Ok(Report::read(&out.join(RESULTS_JSON))?)
+}
+
+/// Runs every variant, showing progress and rewriting `<out>/results.json` after each
+/// measurement, so that a run stopped by a time limit keeps what it measured.
+fn measure(args: &Args, variants: &[Variant], mut report: Report) -> anyhow::Result<Report> {
+    let plan = args.plan();
+    let epoch = args.epoch_plan()?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let partial = args.out.join(RESULTS_JSON);
+    let total = variants
+        .iter()
+        .map(|&v| measurement_count(&plan, epoch.as_ref(), v))
+        .sum::<usize>();
+    let bar = ProgressBar::new(total as u64).with_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("the template is valid"),
+    );
+    for &variant in variants {
+        bar.set_message(variant.to_string());
+        if variant == Variant::NdarraySingleThread && !single_threaded() {
+            let child = bar.suspend(|| run_single_thread_child(args))?;
+            bar.inc(measurement_count(&plan, epoch.as_ref(), variant) as u64);
+            report.merge(child);
+            continue;
+        }
+        let mut write_error = None;
+        let mut measured = |measurement: Measurement| {
+            let line = measurement.to_string();
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
+            bar.inc(1);
+            report.add(measurement);
+            if let Err(error) = report.write_json(&partial) {
+                write_error.get_or_insert(error);
+            }
+        };
+        run_variant(variant, &plan, epoch.as_ref(), &mut measured)?;
+        if let Some(error) = write_error {
+            return Err(error.into());
+        }
+    }
+    bar.finish_and_clear();
+    Ok(report)
+}
+
+fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    report.write_json(&dir.join(RESULTS_JSON))?;
+    report.write_csv(&dir.join("results.csv"))?;
+    std::fs::write(dir.join("results.md"), report.markdown())?;
+    if !report.steps.is_empty() {
+        for path in report.plot(dir)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(plan) = &args.child_plan {
+        let child: Args = serde_json::from_str(&std::fs::read_to_string(plan)?)?;
+        measure(&child, &child.variants()?, Report::default())?;
+        return Ok(());
+    }
+    let variants = args.variants()?;
+    let merged = args
+        .merge
+        .iter()
+        .map(|path| Report::read(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut report = Report::default();
+    if !variants.is_empty() {
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        report.sources.push(this_run(command, &variants));
+        report = measure(&args, &variants, report)?;
+    }
+    for other in merged {
+        report.merge(other);
+    }
+    write_outputs(&report, &args.out)?;
+    println!("{}", report.markdown());
+    eprintln!("results in {}", args.out.display());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The backend-swap benchmark on a GPU machine without a Rust toolchain, in stages that each
+# fit a 10-minute device call (docs/BENCHMARKS.md was made this way). Build and pack here:
+#   ../shared/tools/pack-for-device --with-mnist -- --all-features --example backend_swap
+# then, on the GPU machine, with $OUT for the results:
+#   scripts/backend_swap_on_gpu.sh cuda   # CUDA with cubenet's kernels
+#   scripts/backend_swap_on_gpu.sh burn   # CUDA with Burn's kernels
+#   scripts/backend_swap_on_gpu.sh torch  # PyTorch eager and torch.compile
+#   scripts/backend_swap_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
+# and merge everything into one set of tables and plots:
+#   cargo run --release --example backend_swap -- --merge-only --out docs/benchmarks \
+#       $(for f in $OUT/*/results.json $OUT/pytorch-*.json; do echo --merge $f; done)
+# Each invocation has its own time limit; one that runs out keeps the points it finished
+# (backend_swap rewrites results.json after every measurement).
+# CubeCL autotunes Burn's kernels at the "minimal" level, to fit the device calls' time.
+set -uo pipefail
+stage=${1:?usage: $0 cuda|burn|torch|cpu}
+bin=.device-bin
+out=${OUT:-gpu-out}
+mnist=$bin/mnist
+mkdir -p "$out"
+for f in "$bin"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+chmod +x "$bin"/backend_swap
+
+# run NAME SECONDS COMMAND...: one measurement, its stderr in $out/NAME.log.
+run() {
+  local name=$1 limit=$2; shift 2
+  echo "== $name: $*"
+  local start=$SECONDS
+  timeout "$limit" "$@" > "$out/$name.md" 2> "$out/$name.log"
+  echo "   exit $? after $((SECONDS - start)) s"
+}
+swap() { local name=$1 limit=$2; shift 2; run "$name" "$limit" "$bin/backend_swap" --out "$out/$name" "$@"; }
+torch() { local name=$1 limit=$2; shift 2; run "$name" "$limit" python3 bench/pytorch_reference.py --out "$out/$name.json" "$@"; }
+
+export CUBECL_AUTOTUNE_LEVEL=minimal
+case $stage in
+  cuda)
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee "$out/torch.txt"
+    # Most of a point's wall time is compiling its kernels (NVRTC), ~20 s a point.
+    swap cuda-cubenet-simple 280 --variants cuda-cubenet --models simple --data-dir "$mnist"
+    swap cuda-cubenet-lenet-mlp 230 --variants cuda-cubenet --models lenet,mlp --no-phases
+    ;;
+  burn)
+    swap cuda-burn-simple 330 --variants cuda-burn --models simple --data-dir "$mnist"
+    swap cuda-burn-lenet-mlp 220 --variants cuda-burn --models lenet,mlp --batches 100,1000 \
+      --no-phases
+    ;;
+  torch)
+    torch pytorch-eager 80 --variants eager --data-dir "$mnist"
+    # torch.compile spends ~15 s compiling each point: the two ends of the filter sweep.
+    torch pytorch-compile 80 --variants compile --models simple --batches 1000 \
+      --filters 32,256 --no-epoch
+    ;;
+  cpu)
+    swap ndarray 240 --variants ndarray --cpu-repeats 3
+    # One thread: the seed CNN and the MLP (LeNet takes ~30 s a step there).
+    swap ndarray-1thread 200 --variants ndarray-1thread --models simple,mlp --cpu-repeats 3
+    pkill -x backend_swap  # a single-thread child outliving its parent's time limit
+    # wgpu needs the Vulkan loader (libvulkan1) and the NVIDIA ICD.
+    swap wgpu 100 --variants wgpu-cubenet,wgpu-burn --models simple --batches 1000 --filters 32,256
+    ;;
+  *) echo "unknown stage $stage (cuda, burn, torch or cpu)" >&2; exit 2 ;;
+esac

@@ -1,0 +1,74 @@
+//! One real epoch over MNIST's 60,000 training images, held on the device as one tensor
+//! before the clock starts: the end-to-end number next to the per-step timings.
+
+use std::time::Instant;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+use burn::module::AutodiffModule;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::prelude::*;
+use cubenet_kernels::AutodiffKernelBackend;
+
+use super::step::{BENCH_LR, bench_model};
+use super::sweep::Point;
+use super::timing::sync;
+use crate::data::{MnistBatch, MnistBatcher, MnistSubset};
+use crate::model::{KernelPath, MnistModel};
+use crate::train::evaluate;
+
+/// What one timed epoch gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpochResult {
+    pub images: usize,
+    pub seconds: f64,
+    /// Test accuracy after the epoch, in [0, 1] (evaluation not timed).
+    pub test_accuracy: f64,
+}
+
+/// The whole subset as one batch on `device`.
+fn on_device<B: Backend>(subset: &MnistSubset, device: &B::Device) -> MnistBatch<B> {
+    let items = subset.iter().collect();
+    Batcher::<B, _, _>::batch(&MnistBatcher, items, device)
+}
+
+/// Trains `point`'s network for one epoch over `train` in order (plain SGD, as the step
+/// benchmark), after `warmup` untimed steps on the first batch, then evaluates on `test`.
+pub fn time_epoch<B: AutodiffKernelBackend>(
+    device: &B::Device,
+    point: Point,
+    kernels: KernelPath,
+    warmup: usize,
+    train: &MnistSubset,
+    test: &MnistSubset,
+) -> EpochResult {
+    let data = on_device::<B>(train, device);
+    let images = train.len();
+    let mut model = bench_model::<B>(point, kernels, device);
+    let loss_fn = CrossEntropyLossConfig::new().init(device);
+    let mut optimizer = SgdConfig::new().init();
+    let mut step = |model: MnistModel<B>, start: usize| {
+        let end = images.min(start + point.batch);
+        let x = data.images.clone().slice(start..end);
+        let y = data.targets.clone().slice(start..end);
+        let loss = loss_fn.forward(model.forward(x), y);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        optimizer.step(BENCH_LR, model, grads)
+    };
+    for _ in 0..warmup {
+        model = step(model, 0);
+    }
+    sync::<B>(device);
+    let start = Instant::now();
+    for first in (0..images).step_by(point.batch) {
+        model = step(model, first);
+    }
+    sync::<B>(device);
+    let seconds = start.elapsed().as_secs_f64();
+    EpochResult {
+        images,
+        seconds,
+        test_accuracy: evaluate(&model.valid(), test, device),
+    }
+}

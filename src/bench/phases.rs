@@ -1,0 +1,109 @@
+//! Where a training step of the seed CNN spends its time, phase by phase (the Amdahl view of
+//! seed 002): each phase is closed by a device synchronization, so the phases add up to more
+//! than an unsynchronized step and their shares, not their sum, are the point.
+
+use std::time::Instant;
+
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::prelude::*;
+use cubenet_kernels::AutodiffKernelBackend;
+
+use super::step::{BENCH_LR, random_batch};
+use super::timing::{Protocol, Timing, sync};
+use crate::model::{KernelPath, SimpleCnnConfig};
+
+/// The phases, in the order a step runs them.
+pub const PHASES: [&str; 6] = [
+    "conv·ReLU·pool forward",
+    "linear forward",
+    "loss forward",
+    "loss + linear backward",
+    "conv·ReLU·pool backward",
+    "SGD update",
+];
+
+/// Reads the clock after synchronizing the device.
+struct PhaseClock<'a, B: Backend> {
+    device: &'a B::Device,
+    mark: Instant,
+    laps: Vec<f64>,
+}
+
+impl<'a, B: Backend> PhaseClock<'a, B> {
+    fn start(device: &'a B::Device) -> Self {
+        sync::<B>(device);
+        PhaseClock {
+            device,
+            mark: Instant::now(),
+            laps: Vec::with_capacity(PHASES.len()),
+        }
+    }
+
+    /// Ends the running phase.
+    fn lap(&mut self) {
+        sync::<B>(self.device);
+        let now = Instant::now();
+        self.laps.push((now - self.mark).as_secs_f64() * 1e3);
+        self.mark = now;
+    }
+
+    /// Starts a phase after untimed work.
+    fn resume(&mut self) {
+        sync::<B>(self.device);
+        self.mark = Instant::now();
+    }
+}
+
+/// Times each phase of the seed CNN's training step with `filters` filters on `batch`
+/// random images; one [`Timing`] per entry of [`PHASES`].
+pub fn time_phases<B: AutodiffKernelBackend>(
+    device: &B::Device,
+    filters: usize,
+    batch: usize,
+    kernels: KernelPath,
+    protocol: Protocol,
+) -> Vec<Timing> {
+    B::seed(device, 0);
+    let mut model = SimpleCnnConfig::new()
+        .with_filters(filters)
+        .with_kernels(kernels)
+        .init::<B>(device)
+        .expect("the seed CNN geometry is valid");
+    let (images, targets) = random_batch::<B>(batch, device);
+    let loss_fn = CrossEntropyLossConfig::new().init(device);
+    let mut optimizer = SgdConfig::new().init();
+    let mut samples = vec![Vec::with_capacity(protocol.repeats); PHASES.len()];
+    for step in 0..protocol.warmup + protocol.repeats {
+        let mut clock = PhaseClock::<B>::start(device);
+        let features = model.features(images.clone());
+        clock.lap();
+        // Cutting the graph at the features lets the backward run one layer at a time.
+        let cut = features.clone().detach().require_grad();
+        let logits = model.classify(cut.clone());
+        clock.lap();
+        let loss = loss_fn.forward(logits, targets.clone());
+        clock.lap();
+        let head_grads = loss.backward();
+        clock.lap();
+        let feature_grad = cut.grad(&head_grads).expect("the features feed the loss");
+        drop(
+            (features * Tensor::from_inner(feature_grad))
+                .sum()
+                .backward(),
+        );
+        clock.lap();
+        // The update needs every gradient in one set: an untimed whole backward.
+        let loss = loss_fn.forward(model.forward(images.clone()), targets.clone());
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        clock.resume();
+        model = optimizer.step(BENCH_LR, model, grads);
+        clock.lap();
+        if step >= protocol.warmup {
+            for (phase, lap) in samples.iter_mut().zip(clock.laps) {
+                phase.push(lap);
+            }
+        }
+    }
+    samples.into_iter().map(Timing::from_samples).collect()
+}

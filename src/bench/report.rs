@@ -1,0 +1,225 @@
+//! The results of a backend-swap benchmark as one JSON schema, written by `backend_swap` and
+//! by `bench/pytorch_reference.py` alike, so that runs merge into one table.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::sweep::{BenchModel, Point};
+use super::timing::Timing;
+use super::variant::Variant;
+
+/// Training images in one MNIST epoch: converts step times to seconds per epoch.
+pub const EPOCH_IMAGES: usize = 60_000;
+
+/// Who measured, where, and how to measure again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub tool: String,
+    /// GPU and CPU names.
+    pub device: String,
+    /// Framework versions.
+    pub software: String,
+    /// The exact command line.
+    pub command: String,
+    /// UTC time of the run, RFC 3339.
+    pub date: String,
+}
+
+/// The median training step of one variant at one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepRecord {
+    pub model: BenchModel,
+    pub variant: Variant,
+    pub batch: usize,
+    pub filters: Option<usize>,
+    pub warmup: usize,
+    pub timing: Timing,
+}
+
+/// One phase of the seed CNN's step (see `phases`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseRecord {
+    pub model: BenchModel,
+    pub variant: Variant,
+    pub batch: usize,
+    pub filters: Option<usize>,
+    pub phase: String,
+    pub timing: Timing,
+}
+
+/// One timed epoch over real MNIST.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpochRecord {
+    pub model: BenchModel,
+    pub variant: Variant,
+    pub batch: usize,
+    pub filters: Option<usize>,
+    pub images: usize,
+    pub seconds: f64,
+    pub test_accuracy: f64,
+}
+
+/// Everything one or more runs measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub sources: Vec<Source>,
+    pub steps: Vec<StepRecord>,
+    #[serde(default)]
+    pub phases: Vec<PhaseRecord>,
+    #[serde(default)]
+    pub epochs: Vec<EpochRecord>,
+}
+
+/// A report that cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot access {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a benchmark report: {reason}", path.display())]
+    Schema { path: PathBuf, reason: String },
+}
+
+impl StepRecord {
+    pub fn point(&self) -> Point {
+        Point {
+            model: self.model,
+            batch: self.batch,
+            filters: self.filters,
+        }
+    }
+
+    /// Seconds per MNIST epoch at this step time (the seeds' y-axis).
+    pub fn epoch_seconds(&self) -> f64 {
+        self.timing.median_ms * EPOCH_IMAGES.div_ceil(self.batch) as f64 / 1e3
+    }
+}
+
+impl PhaseRecord {
+    pub fn point(&self) -> Point {
+        Point {
+            model: self.model,
+            batch: self.batch,
+            filters: self.filters,
+        }
+    }
+}
+
+impl EpochRecord {
+    pub fn point(&self) -> Point {
+        Point {
+            model: self.model,
+            batch: self.batch,
+            filters: self.filters,
+        }
+    }
+}
+
+impl Report {
+    /// Appends another run's results (e.g. PyTorch's on the same GPU).
+    pub fn merge(&mut self, other: Report) {
+        self.sources.extend(other.sources);
+        self.steps.extend(other.steps);
+        self.phases.extend(other.phases);
+        self.epochs.extend(other.epochs);
+    }
+
+    /// The step timing of `variant` at `point`, if measured.
+    pub fn step(&self, variant: Variant, point: Point) -> Option<&StepRecord> {
+        self.steps
+            .iter()
+            .find(|s| s.variant == variant && s.point() == point)
+    }
+
+    /// The variants present, in table order.
+    pub fn variants(&self) -> Vec<Variant> {
+        let mut variants: Vec<Variant> = self.steps.iter().map(|s| s.variant).collect();
+        variants.sort();
+        variants.dedup();
+        variants
+    }
+
+    /// The points of `model` that any variant measured, in table order.
+    pub fn points(&self, model: BenchModel) -> Vec<Point> {
+        let mut points: Vec<Point> = self
+            .steps
+            .iter()
+            .filter(|s| s.model == model)
+            .map(StepRecord::point)
+            .collect();
+        points.sort();
+        points.dedup();
+        points
+    }
+
+    /// Reads a report written by either tool.
+    pub fn read(path: &Path) -> Result<Report, ReportError> {
+        let text = fs::read_to_string(path).map_err(|source| ReportError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| ReportError::Schema {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Writes the report as pretty JSON.
+    pub fn write_json(&self, path: &Path) -> Result<(), ReportError> {
+        let text = serde_json::to_string_pretty(self).expect("reports serialize");
+        write_file(path, text.as_bytes())
+    }
+
+    /// Writes the step timings as CSV, one row per variant and point.
+    pub fn write_csv(&self, path: &Path) -> Result<(), ReportError> {
+        #[derive(Serialize)]
+        struct Row {
+            model: BenchModel,
+            variant: Variant,
+            batch: usize,
+            filters: Option<usize>,
+            warmup: usize,
+            runs: usize,
+            median_ms: f64,
+            min_ms: f64,
+            max_ms: f64,
+            epoch_s: f64,
+        }
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        for s in &self.steps {
+            writer
+                .serialize(Row {
+                    model: s.model,
+                    variant: s.variant,
+                    batch: s.batch,
+                    filters: s.filters,
+                    warmup: s.warmup,
+                    runs: s.timing.runs,
+                    median_ms: s.timing.median_ms,
+                    min_ms: s.timing.min_ms,
+                    max_ms: s.timing.max_ms,
+                    epoch_s: s.epoch_seconds(),
+                })
+                .expect("rows of numbers serialize");
+        }
+        let bytes = writer.into_inner().expect("writing to memory cannot fail");
+        write_file(path, &bytes)
+    }
+}
+
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    fs::write(path, bytes).map_err(|source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,205 @@
+//! What a backend-swap benchmark measures: the networks, the sizes of seed 001's sweeps,
+//! and how the slow CPU points are capped.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::timing::Protocol;
+use super::variant::Variant;
+use crate::data::{IMAGE_PIXELS, NUM_CLASSES};
+use crate::model::{
+    Activation, KernelPath, LeNetConfig, MlpConfig, MnistModelConfig, SimpleCnnConfig,
+};
+
+/// Hidden widths of the benchmark's MLP (784 → 256 → 128 → 10, ReLU).
+pub const MLP_HIDDEN: [usize; 2] = [256, 128];
+
+/// A network the benchmark trains.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchModel {
+    /// The seed CNN (conv 3x3 1→d, ReLU, pool, linear); its size is the filter count d.
+    Simple,
+    /// The LeNet-style CNN at its default widths.
+    Lenet,
+    /// The MLP 784-256-128-10.
+    Mlp,
+}
+
+impl BenchModel {
+    /// The network's configuration; `filters` only matters for [`BenchModel::Simple`].
+    pub fn config(self, filters: Option<usize>, kernels: KernelPath) -> MnistModelConfig {
+        match self {
+            BenchModel::Simple => MnistModelConfig::Simple(
+                SimpleCnnConfig::new()
+                    .with_filters(filters.unwrap_or(SimpleCnnConfig::new().filters))
+                    .with_kernels(kernels),
+            ),
+            BenchModel::Lenet => MnistModelConfig::Lenet(LeNetConfig::new().with_kernels(kernels)),
+            BenchModel::Mlp => MnistModelConfig::Mlp(
+                MlpConfig::new(IMAGE_PIXELS, MLP_HIDDEN.to_vec(), NUM_CLASSES)
+                    .with_activation(Activation::Relu),
+            ),
+        }
+    }
+
+    /// Whether the filter count d is one of the network's sizes.
+    pub fn has_filters(self) -> bool {
+        self == BenchModel::Simple
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchModel::Simple => "simple",
+            BenchModel::Lenet => "lenet",
+            BenchModel::Mlp => "mlp",
+        }
+    }
+}
+
+impl fmt::Display for BenchModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One measured configuration: a network at a batch size (and filter count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Point {
+    pub model: BenchModel,
+    pub batch: usize,
+    pub filters: Option<usize>,
+}
+
+impl fmt::Display for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.filters {
+            Some(d) => write!(f, "{} d={d} batch={}", self.model, self.batch),
+            None => write!(f, "{} batch={}", self.model, self.batch),
+        }
+    }
+}
+
+/// The sizes to sweep: every model over `batches` (the seed CNN at `filters_for_batches`
+/// filters), and the seed CNN over `filters` at `batch_for_filters`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sweep {
+    pub models: Vec<BenchModel>,
+    pub batches: Vec<usize>,
+    pub filters_for_batches: usize,
+    pub filters: Vec<usize>,
+    pub batch_for_filters: usize,
+}
+
+impl Default for Sweep {
+    /// Seed 001's sweeps: batch ∈ {100, 250, 500, 1000} at d = 256, d ∈ {32, 64, 128, 256}
+    /// at batch 1000.
+    fn default() -> Self {
+        Sweep {
+            models: vec![BenchModel::Simple, BenchModel::Lenet, BenchModel::Mlp],
+            batches: vec![100, 250, 500, 1000],
+            filters_for_batches: 256,
+            filters: vec![32, 64, 128, 256],
+            batch_for_filters: 1000,
+        }
+    }
+}
+
+impl Sweep {
+    /// Every point once, in table order.
+    pub fn points(&self) -> Vec<Point> {
+        let mut points: Vec<Point> = self
+            .models
+            .iter()
+            .flat_map(|&model| {
+                let by_batch = self.batches.iter().map(move |&batch| Point {
+                    model,
+                    batch,
+                    filters: model.has_filters().then_some(self.filters_for_batches),
+                });
+                let by_filters = self
+                    .filters
+                    .iter()
+                    .filter(move |_| model.has_filters())
+                    .map(move |&d| Point {
+                        model,
+                        batch: self.batch_for_filters,
+                        filters: Some(d),
+                    });
+                by_batch.chain(by_filters)
+            })
+            .collect();
+        points.sort();
+        points.dedup();
+        points
+    }
+}
+
+/// A whole benchmark: the sweep, the protocols, and the limits on CPU variants.
+#[derive(Debug, Clone)]
+pub struct BenchPlan {
+    pub sweep: Sweep,
+    /// Protocol of GPU points (the bar: ≥ 20 timed steps).
+    pub gpu: Protocol,
+    /// Protocol of CPU points, which can take seconds per step.
+    pub cpu: Protocol,
+    /// CPU variants skip points with a larger batch.
+    pub cpu_max_batch: Option<usize>,
+    /// CPU variants skip points with more filters.
+    pub cpu_max_filters: Option<usize>,
+    /// Filter counts of the seed CNN whose per-phase breakdown is measured (GPU variants,
+    /// at `sweep.batch_for_filters`).
+    pub phase_filters: Vec<usize>,
+}
+
+impl BenchPlan {
+    /// The protocol `variant` is timed with.
+    pub fn protocol(&self, variant: Variant) -> Protocol {
+        if variant.is_cpu() { self.cpu } else { self.gpu }
+    }
+
+    /// The points `variant` measures, after the CPU caps.
+    pub fn points(&self, variant: Variant) -> Vec<Point> {
+        let within = |value: Option<usize>, cap: Option<usize>| match (value, cap) {
+            (Some(value), Some(cap)) => value <= cap,
+            _ => true,
+        };
+        self.sweep
+            .points()
+            .into_iter()
+            .filter(|p| {
+                !variant.is_cpu()
+                    || (within(Some(p.batch), self.cpu_max_batch)
+                        && within(p.filters, self.cpu_max_filters))
+            })
+            .collect()
+    }
+
+    /// The seed-CNN points whose phases `variant` breaks down.
+    pub fn phase_points(&self, variant: Variant) -> Vec<Point> {
+        if variant.is_cpu() || !self.sweep.models.contains(&BenchModel::Simple) {
+            return Vec::new();
+        }
+        self.phase_filters
+            .iter()
+            .map(|&d| Point {
+                model: BenchModel::Simple,
+                batch: self.sweep.batch_for_filters,
+                filters: Some(d),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,117 @@
+//! The configurations a backend-swap benchmark compares: a backend, whose kernels, and for
+//! the CPU how many threads; plus the PyTorch runs merged in from `pytorch_reference.py`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::BackendKind;
+use crate::model::KernelPath;
+
+/// One column of the comparison.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// ndarray on every core (rayon and the matmul's threads).
+    Ndarray,
+    /// ndarray on one thread: the seeds' "sequential CPU".
+    #[value(name = "ndarray-1thread")]
+    #[serde(rename = "ndarray-1thread")]
+    NdarraySingleThread,
+    /// CUDA, Burn's own conv, pool and matmul kernels.
+    CudaBurn,
+    /// CUDA, cubenet's kernels.
+    CudaCubenet,
+    /// wgpu (Vulkan), Burn's own kernels.
+    WgpuBurn,
+    /// wgpu (Vulkan), cubenet's kernels.
+    WgpuCubenet,
+    /// PyTorch eager with cuDNN (from `bench/pytorch_reference.py`).
+    PytorchEager,
+    /// PyTorch with `torch.compile` (from `bench/pytorch_reference.py`).
+    PytorchCompile,
+}
+
+impl Variant {
+    /// Every variant, in table order.
+    pub const ALL: [Variant; 8] = [
+        Variant::Ndarray,
+        Variant::NdarraySingleThread,
+        Variant::CudaBurn,
+        Variant::CudaCubenet,
+        Variant::WgpuBurn,
+        Variant::WgpuCubenet,
+        Variant::PytorchEager,
+        Variant::PytorchCompile,
+    ];
+
+    /// The Burn backend and kernel path this variant runs; `None` for the PyTorch ones,
+    /// which only arrive through a merged report.
+    pub fn burn_setup(self) -> Option<(BackendKind, KernelPath)> {
+        match self {
+            // On ndarray both paths run Burn's ops; `burn` says so.
+            Variant::Ndarray | Variant::NdarraySingleThread => {
+                Some((BackendKind::Ndarray, KernelPath::Burn))
+            }
+            Variant::CudaBurn => Some((BackendKind::Cuda, KernelPath::Burn)),
+            Variant::CudaCubenet => Some((BackendKind::Cuda, KernelPath::Custom)),
+            Variant::WgpuBurn => Some((BackendKind::Wgpu, KernelPath::Burn)),
+            Variant::WgpuCubenet => Some((BackendKind::Wgpu, KernelPath::Custom)),
+            Variant::PytorchEager | Variant::PytorchCompile => None,
+        }
+    }
+
+    /// Whether the variant runs on the CPU (and so gets the capped protocol).
+    pub fn is_cpu(self) -> bool {
+        matches!(self, Variant::Ndarray | Variant::NdarraySingleThread)
+    }
+
+    /// The variants of this build's backends: what `backend_swap` runs by default.
+    pub fn compiled() -> Vec<Variant> {
+        Variant::ALL
+            .into_iter()
+            .filter(|v| v.burn_setup().is_some_and(|(kind, _)| kind.is_compiled()))
+            .collect()
+    }
+
+    /// The variant running Burn's kernels on the same runtime as this cubenet one.
+    pub fn burn_twin(self) -> Option<Variant> {
+        match self {
+            Variant::CudaCubenet => Some(Variant::CudaBurn),
+            Variant::WgpuCubenet => Some(Variant::WgpuBurn),
+            _ => None,
+        }
+    }
+
+    /// The name used on the command line, in JSON and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Ndarray => "ndarray",
+            Variant::NdarraySingleThread => "ndarray-1thread",
+            Variant::CudaBurn => "cuda-burn",
+            Variant::CudaCubenet => "cuda-cubenet",
+            Variant::WgpuBurn => "wgpu-burn",
+            Variant::WgpuCubenet => "wgpu-cubenet",
+            Variant::PytorchEager => "pytorch-eager",
+            Variant::PytorchCompile => "pytorch-compile",
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
