@@ -111,9 +111,9 @@ impl Args {
             sweep: Sweep {
                 models: self.models.clone(),
                 batches: self.batches.clone(),
-                filters_for_batches: self.sweep_batches_at_filters,
+                batch_sweep_filters: self.sweep_batches_at_filters,
                 filters: self.filters.clone(),
-                batch_for_filters: self.sweep_filters_at_batch,
+                filter_sweep_batch: self.sweep_filters_at_batch,
             },
             gpu: Protocol {
                 warmup: self.warmup,
@@ -191,10 +191,16 @@ fn single_threaded() -> bool {
 fn run_single_thread_child(args: &Args) -> anyhow::Result<Report> {
     let out = args.out.join("single-thread");
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let results = out.join(RESULTS_JSON);
+    if results.exists() {
+        // An earlier run's results must not pass for this one's.
+        std::fs::remove_file(&results)
+            .with_context(|| format!("cannot remove {}", results.display()))?;
+    }
     let plan_path = out.join("plan.json");
     let child_args = Args {
         variants: vec![Variant::NdarraySingleThread],
-        out: out.clone(),
+        out,
         merge: Vec::new(),
         ..args.clone()
     };
@@ -210,12 +216,12 @@ fn run_single_thread_child(args: &Args) -> anyhow::Result<Report> {
     if !status.success() {
         bail!("the single-thread run failed ({status})");
     }
-    Ok(Report::read(&out.join(RESULTS_JSON))?)
+    Ok(Report::read(&results)?)
 }
 
-/// Runs every variant, showing progress and rewriting `<out>/results.json` after each
-/// measurement, so that a run stopped by a time limit keeps what it measured.
-fn measure(args: &Args, variants: &[Variant], mut report: Report) -> anyhow::Result<Report> {
+/// Runs every variant into `report`, showing progress and rewriting `<out>/results.json`
+/// after each measurement, so that a run stopped by a time limit keeps what it measured.
+fn measure(args: &Args, variants: &[Variant], report: &mut Report) -> anyhow::Result<()> {
     let plan = args.plan();
     let epoch = args.epoch_plan()?;
     std::fs::create_dir_all(&args.out)
@@ -235,6 +241,7 @@ fn measure(args: &Args, variants: &[Variant], mut report: Report) -> anyhow::Res
             let child = bar.suspend(|| run_single_thread_child(args))?;
             bar.inc(measurement_count(&plan, epoch.as_ref(), variant) as u64);
             report.merge(child);
+            report.write_json(&partial)?;
             continue;
         }
         let mut write_error = None;
@@ -257,7 +264,8 @@ fn measure(args: &Args, variants: &[Variant], mut report: Report) -> anyhow::Res
         }
     }
     bar.finish_and_clear();
-    Ok(report)
+    report.write_json(&partial)?;
+    Ok(())
 }
 
 fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
@@ -276,8 +284,7 @@ fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
 fn run(args: Args) -> anyhow::Result<()> {
     if let Some(plan) = &args.child_plan {
         let child: Args = serde_json::from_str(&std::fs::read_to_string(plan)?)?;
-        measure(&child, &child.variants()?, Report::default())?;
-        return Ok(());
+        return measure(&child, &child.variants()?, &mut Report::default());
     }
     let variants = args.variants()?;
     let merged = args
@@ -286,18 +293,26 @@ fn run(args: Args) -> anyhow::Result<()> {
         .map(|path| Report::read(path))
         .collect::<Result<Vec<_>, _>>()?;
     let mut report = Report::default();
+    let mut failure = None;
     if !variants.is_empty() {
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         report.sources.push(this_run(command, &variants));
-        report = measure(&args, &variants, report)?;
+        // A variant that fails (a GPU missing) still leaves the others' tables and plots.
+        failure = measure(&args, &variants, &mut report).err();
+    }
+    if let Some(error) = failure.take_if(|_| report.steps.is_empty()) {
+        return Err(error); // nothing measured: the error is the whole story
     }
     for other in merged {
         report.merge(other);
     }
+    for (variant, point) in report.duplicate_steps() {
+        eprintln!("warning: {variant} {point} is measured twice; the tables show the first");
+    }
     write_outputs(&report, &args.out)?;
     println!("{}", report.markdown());
     eprintln!("results in {}", args.out.display());
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }
 
 fn main() -> ExitCode {

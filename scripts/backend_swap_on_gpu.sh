@@ -58,8 +58,10 @@ case $stage in
     # One thread: the seed CNN and the MLP (LeNet takes ~30 s a step there).
     swap ndarray-1thread 200 --variants ndarray-1thread --models simple,mlp --cpu-repeats 3
     pkill -x backend_swap  # a single-thread child outliving its parent's time limit
-    # wgpu needs the Vulkan loader (libvulkan1) and the NVIDIA ICD.
-    swap wgpu 100 --variants wgpu-cubenet,wgpu-burn --models simple --batches 1000 --filters 32,256
+    # wgpu needs the Vulkan loader and GL dispatch libraries (libvulkan1, libglvnd0, ...) and
+    # VK_DRIVER_FILES pointing at the NVIDIA ICD (see the device notes).
+    swap wgpu 100 --variants wgpu-cubenet,wgpu-burn --models simple --batches 1000 --filters 32,256 \
+      --no-phases
     ;;
   *) echo "unknown stage $stage (cuda, burn, torch or cpu)" >&2; exit 2 ;;
 esac

@@ -10,11 +10,13 @@ use plotters::style::{FontStyle, register_font};
 /// system font library on the machine that trains.
 const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
-/// One line: a label and its (x, y) points.
+/// One line: a label, its (x, y) points in drawing order, and its colour (an index into
+/// the palette, so that a line keeps its colour across panels and figures).
 #[derive(Debug, Clone)]
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
+    pub color: usize,
 }
 
 /// How an axis maps values to positions and which ticks it labels.
@@ -145,8 +147,8 @@ fn draw_panel<DB: DrawingBackend>(
         .x_desc(&panel.x.label)
         .y_desc(&panel.y.label)
         .draw()?;
-    for (i, (series, points)) in lines.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+    for (series, points) in &lines {
+        let color = Palette99::pick(series.color).to_rgba();
         chart
             .draw_series(LineSeries::new(
                 points.iter().copied(),

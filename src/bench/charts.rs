@@ -28,14 +28,19 @@ impl Report {
         let series = self
             .variants()
             .into_iter()
-            .map(|variant| Series {
-                label: variant.to_string(),
-                points: self
+            .map(|variant| {
+                let mut points: Vec<(f64, f64)> = self
                     .steps
                     .iter()
                     .filter(|s| s.variant == variant && keep(s.point()))
                     .map(|s: &StepRecord| (x_of(s.point()) as f64, s.epoch_seconds()))
-                    .collect(),
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series {
+                    label: variant.to_string(),
+                    points,
+                    color: variant as usize,
+                }
             })
             .filter(|s| s.points.len() > 1)
             .collect();

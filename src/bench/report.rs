@@ -141,6 +141,20 @@ impl Report {
             .find(|s| s.variant == variant && s.point() == point)
     }
 
+    /// Variant and point pairs with more than one step record (e.g. a report merged twice).
+    pub fn duplicate_steps(&self) -> Vec<(Variant, Point)> {
+        let mut keys: Vec<(Variant, Point)> =
+            self.steps.iter().map(|s| (s.variant, s.point())).collect();
+        keys.sort();
+        let mut duplicates: Vec<(Variant, Point)> = keys
+            .windows(2)
+            .filter(|pair| pair[0] == pair[1])
+            .map(|pair| pair[0])
+            .collect();
+        duplicates.dedup();
+        duplicates
+    }
+
     /// The variants present, in table order.
     pub fn variants(&self) -> Vec<Variant> {
         let mut variants: Vec<Variant> = self.steps.iter().map(|s| s.variant).collect();

@@ -93,15 +93,15 @@ impl fmt::Display for Point {
     }
 }
 
-/// The sizes to sweep: every model over `batches` (the seed CNN at `filters_for_batches`
-/// filters), and the seed CNN over `filters` at `batch_for_filters`.
+/// The sizes to sweep: every model over `batches` (the seed CNN at `batch_sweep_filters`
+/// filters), and the seed CNN over `filters` at `filter_sweep_batch`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sweep {
     pub models: Vec<BenchModel>,
     pub batches: Vec<usize>,
-    pub filters_for_batches: usize,
+    pub batch_sweep_filters: usize,
     pub filters: Vec<usize>,
-    pub batch_for_filters: usize,
+    pub filter_sweep_batch: usize,
 }
 
 impl Default for Sweep {
@@ -111,9 +111,9 @@ impl Default for Sweep {
         Sweep {
             models: vec![BenchModel::Simple, BenchModel::Lenet, BenchModel::Mlp],
             batches: vec![100, 250, 500, 1000],
-            filters_for_batches: 256,
+            batch_sweep_filters: 256,
             filters: vec![32, 64, 128, 256],
-            batch_for_filters: 1000,
+            filter_sweep_batch: 1000,
         }
     }
 }
@@ -128,7 +128,7 @@ impl Sweep {
                 let by_batch = self.batches.iter().map(move |&batch| Point {
                     model,
                     batch,
-                    filters: model.has_filters().then_some(self.filters_for_batches),
+                    filters: model.has_filters().then_some(self.batch_sweep_filters),
                 });
                 let by_filters = self
                     .filters
@@ -136,7 +136,7 @@ impl Sweep {
                     .filter(move |_| model.has_filters())
                     .map(move |&d| Point {
                         model,
-                        batch: self.batch_for_filters,
+                        batch: self.filter_sweep_batch,
                         filters: Some(d),
                     });
                 by_batch.chain(by_filters)
@@ -161,7 +161,7 @@ pub struct BenchPlan {
     /// CPU variants skip points with more filters.
     pub cpu_max_filters: Option<usize>,
     /// Filter counts of the seed CNN whose per-phase breakdown is measured (GPU variants,
-    /// at `sweep.batch_for_filters`).
+    /// at `sweep.filter_sweep_batch`).
     pub phase_filters: Vec<usize>,
 }
 
@@ -197,7 +197,7 @@ impl BenchPlan {
             .iter()
             .map(|&d| Point {
                 model: BenchModel::Simple,
-                batch: self.sweep.batch_for_filters,
+                batch: self.sweep.filter_sweep_batch,
                 filters: Some(d),
             })
             .collect()

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::report::{Report, StepRecord};
+use super::report::{PhaseRecord, Report, StepRecord};
 use super::sweep::{BenchModel, Point};
 use super::variant::Variant;
 
@@ -154,15 +154,23 @@ impl Report {
     }
 
     fn phases_tables(&self, out: &mut String) {
-        let mut groups: Vec<(Variant, Point)> =
-            self.phases.iter().map(|p| (p.variant, p.point())).collect();
-        groups.dedup();
+        let mut groups: Vec<(Variant, Point)> = Vec::new();
+        for key in self.phases.iter().map(|p| (p.variant, p.point())) {
+            if !groups.contains(&key) {
+                groups.push(key);
+            }
+        }
         for (variant, point) in groups {
-            let phases: Vec<_> = self
-                .phases
-                .iter()
-                .filter(|p| p.variant == variant && p.point() == point)
-                .collect();
+            let mut phases: Vec<&PhaseRecord> = Vec::new();
+            for p in self.phases.iter() {
+                // The first record of each phase, as for steps measured twice.
+                if p.variant == variant
+                    && p.point() == point
+                    && !phases.iter().any(|q| q.phase == p.phase)
+                {
+                    phases.push(p);
+                }
+            }
             let total: f64 = phases.iter().map(|p| p.timing.median_ms).sum();
             let _ = writeln!(out, "### Phases of a {point} step on {variant}\n");
             out.push_str("| phase | median ms | share |\n|---|---|---|\n");

@@ -72,10 +72,12 @@ pub fn plot_learning_curves(dir: &Path) -> Result<PathBuf, TrainError> {
         y: Axis::new(y_label, Scale::Linear),
         series: [("train", &metrics.train), ("valid", &metrics.valid)]
             .into_iter()
-            .filter_map(|(split, summaries)| {
+            .enumerate()
+            .filter_map(|(color, (split, summaries))| {
                 let metric = summaries.iter().find(|m| m.name == name)?;
                 Some(Series {
                     label: split.to_string(),
+                    color,
                     points: metric
                         .entries
                         .iter()

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use burn::backend::{Autodiff, NdArray};
 use cubenet::bench::{
-    BenchModel, BenchPlan, Point, Protocol, Report, ReportError, Sweep, Variant, time_epoch,
+    BenchModel, BenchPlan, PHASES, Point, Protocol, Report, ReportError, Sweep, Variant,
+    time_epoch, time_phases,
 };
 use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
 use cubenet::model::KernelPath;
@@ -112,7 +113,8 @@ fn pytorch_report_merges_into_tables_with_speedups() {
     )
     .unwrap();
     let mut report = ours;
-    report.merge(pytorch);
+    report.merge(pytorch.clone());
+    assert!(report.duplicate_steps().is_empty());
     assert_eq!(report.sources.len(), 1);
     assert_eq!(report.steps.len(), 5);
     assert_eq!(
@@ -161,6 +163,9 @@ fn pytorch_report_merges_into_tables_with_speedups() {
         )
         .unwrap();
     assert!((step.epoch_seconds() - 0.12).abs() < 1e-12);
+    // A report merged twice is caught.
+    report.merge(pytorch);
+    assert_eq!(report.duplicate_steps().len(), 2);
 }
 
 #[test]
@@ -216,9 +221,44 @@ fn real_epoch_trains_on_device_resident_mnist() {
         &test,
     );
     assert_eq!(result.images, 3000);
-    assert!(result.seconds > 0.0);
     // 30 SGD steps of the MLP: far above chance (10%).
     assert!(result.test_accuracy > 0.6, "{result:?}");
+}
+
+#[test]
+fn phase_breakdown_times_every_phase() {
+    let device = Default::default();
+    let protocol = Protocol {
+        warmup: 1,
+        repeats: 3,
+    };
+    let timings = time_phases::<Autodiff<NdArray>>(&device, 2, 4, KernelPath::Burn, protocol);
+    assert_eq!(timings.len(), PHASES.len());
+    for t in timings {
+        assert_eq!(t.runs, 3);
+        assert!(t.min_ms <= t.median_ms && t.median_ms <= t.max_ms, "{t:?}");
+    }
+}
+
+/// docs/BENCHMARKS.md's tables are the committed H100 reports merged (the command in the
+/// doc): the reports parse (PyTorch's as its script wrote them) and the tables match them.
+#[test]
+fn committed_benchmark_tables_match_their_reports() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
+    let mut files: Vec<_> = std::fs::read_dir(docs.join("h100"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    files.sort();
+    let mut report = Report::default();
+    for file in &files {
+        report.merge(Report::read(file).unwrap());
+    }
+    assert!(report.duplicate_steps().is_empty());
+    assert!(report.variants().contains(&Variant::PytorchEager));
+    let committed = std::fs::read_to_string(docs.join("results.md")).unwrap();
+    assert_eq!(report.markdown(), committed);
 }
 
 fn run_backend_swap(args: &[&str], out: &Path) -> std::process::Output {
@@ -337,10 +377,14 @@ fn backend_swap_runs_a_tiny_cpu_sweep_end_to_end() {
 #[test]
 fn backend_swap_user_errors_are_one_line_and_exit_code_2() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 2] = [
+    let cases: [(&[&str], &str); 3] = [
         (
             &["--variants", "pytorch-eager"],
             "bench/pytorch_reference.py",
+        ),
+        (
+            &["--variants", "ndarray", "--data-dir", "/nonexistent/mnist"],
+            "/nonexistent/mnist",
         ),
         (
             &["--merge-only", "--merge", "/nonexistent/pytorch.json"],
