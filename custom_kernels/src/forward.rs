@@ -29,6 +29,11 @@ const DENSE_CUBE_SIZE: u32 = 256;
 const _: () = assert!(DENSE_CUBE_SIZE.is_power_of_two() && DENSE_CUBE_SIZE >= DENSE_BLOCK[1]);
 /// Output columns per unit of the dense weight gradient.
 const DENSE_GRAD_COLS: u32 = 16;
+/// Weight rows per cube of the dense weight gradient, and units per row sharing out the
+/// batch (a power of two: they combine by halving). 16 × 16 units, 16 KB of shared memory.
+const DENSE_GRAD_ROWS: u32 = 16;
+const DENSE_GRAD_LANES: u32 = 16;
+const _: () = assert!(DENSE_GRAD_LANES.is_power_of_two());
 
 /// Whether kernel outputs are filled with a poison pattern before launch (tests only).
 static POISON_OUTPUTS: AtomicBool = AtomicBool::new(false);
@@ -425,13 +430,15 @@ where
         let units = inputs + usize::from(wants.bias);
         dense_weight_grad::launch::<F, R>(
             &weight_grad.client,
-            blocks([units, outputs], [REDUCE_CUBE_SIZE, DENSE_GRAD_COLS]),
-            CubeDim::new_1d(REDUCE_CUBE_SIZE),
+            blocks([units, outputs], [DENSE_GRAD_ROWS, DENSE_GRAD_COLS]),
+            CubeDim::new_2d(DENSE_GRAD_ROWS, DENSE_GRAD_LANES),
             x.into_tensor_arg(),
             grad.into_tensor_arg(),
             weight_grad.clone().into_tensor_arg(),
             bias_grad.clone().into_tensor_arg(),
             DENSE_GRAD_COLS,
+            DENSE_GRAD_ROWS,
+            DENSE_GRAD_LANES,
             wants.bias,
         );
         LayerGrads {

@@ -240,25 +240,30 @@ fn phase_breakdown_times_every_phase() {
     }
 }
 
-/// docs/BENCHMARKS.md's tables are the committed H100 reports merged (the command in the
+/// docs/BENCHMARKS.md's tables are the committed H100 reports merged (the commands in the
 /// doc): the reports parse (PyTorch's as its script wrote them) and the tables match them.
 #[test]
 fn committed_benchmark_tables_match_their_reports() {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
-    let mut files: Vec<_> = std::fs::read_dir(docs.join("h100"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
-        .collect();
-    files.sort();
-    let mut report = Report::default();
-    for file in &files {
-        report.merge(Report::read(file).unwrap());
+    for (reports, tables) in [("h100", "results.md"), ("h100-same-call", "same-call.md")] {
+        let mut files: Vec<_> = std::fs::read_dir(docs.join(reports))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        files.sort();
+        let mut report = Report::default();
+        for file in &files {
+            report.merge(Report::read(file).unwrap());
+        }
+        assert!(report.duplicate_steps().is_empty(), "{reports}");
+        assert!(
+            report.variants().contains(&Variant::PytorchEager),
+            "{reports}"
+        );
+        let committed = std::fs::read_to_string(docs.join(tables)).unwrap();
+        assert_eq!(report.markdown(), committed, "{reports} vs {tables}");
     }
-    assert!(report.duplicate_steps().is_empty());
-    assert!(report.variants().contains(&Variant::PytorchEager));
-    let committed = std::fs::read_to_string(docs.join("results.md")).unwrap();
-    assert_eq!(report.markdown(), committed);
 }
 
 fn run_backend_swap(args: &[&str], out: &Path) -> std::process::Output {

@@ -7,8 +7,11 @@
 //! classes), M a batch — where a general matmul tiles poorly. The forward gives each cube
 //! a block of `rows` × `cols` outputs whose K products its units share out and then reduce
 //! in shared memory, so x is read once per column block and every weight load serves
-//! `rows` rows. The weight gradient gives each unit one weight row k and a block of `cols`
-//! columns, reducing over the batch itself (adjacent units read adjacent x elements).
+//! `rows` rows. The weight gradient gives each cube `rows` weight rows (k, plus the bias
+//! as row K) and a block of `cols` columns; its `lanes` units per row split the batch
+//! between them and add their partial sums in shared memory, so a 1000-image batch is
+//! reduced by thousands of cubes' worth of units instead of one unit per row (adjacent
+//! units still read adjacent x elements).
 
 use cubecl::prelude::*;
 
@@ -118,44 +121,74 @@ pub fn dense_weight_grad<F: Float>(
     weight_grad: &mut Tensor<F>,
     bias_grad: &mut Tensor<F>,
     #[comptime] cols: u32,
+    #[comptime] rows: u32,
+    #[comptime] lanes: u32,
     #[comptime] with_bias: bool,
 ) {
     let batch = x.shape(0);
     let inputs = x.shape(1);
     let outputs = grad.shape(1);
-    let k = ABSOLUTE_POS_X as usize;
+    let k = CUBE_POS_X as usize * rows as usize + UNIT_POS_X as usize;
+    let lane = UNIT_POS_Y;
     let is_bias = k == inputs;
-    if k > inputs || (is_bias && !with_bias) {
-        terminate!();
-    }
+    let active = k < inputs || (is_bias && with_bias);
     let first_col = CUBE_POS_Y as usize * cols as usize;
 
+    // Each lane sums every `lanes`-th image; inactive units keep zeros but stay for the
+    // barriers below.
     let mut sums = Array::<F>::new(cols as usize);
     #[unroll]
     for c in 0..cols {
         sums[c as usize] = F::new(0.0);
     }
-    for m in 0..batch {
-        let mut xv = F::new(1.0);
-        if !is_bias {
-            xv = x[m * inputs + k];
+    if active {
+        let mut m = lane as usize;
+        while m < batch {
+            let mut xv = F::new(1.0);
+            if !is_bias {
+                xv = x[m * inputs + k];
+            }
+            #[unroll]
+            for c in 0..cols {
+                let n = first_col + c as usize;
+                if n < outputs {
+                    sums[c as usize] += xv * grad[m * outputs + n];
+                }
+            }
+            m += lanes as usize;
         }
+    }
+
+    let mut shared = SharedMemory::<F>::new((rows * lanes * cols) as usize);
+    let own = ((lane * rows + UNIT_POS_X) * cols) as usize;
+    #[unroll]
+    for c in 0..cols {
+        shared[own + c as usize] = sums[c as usize];
+    }
+    sync_cube();
+    let mut half = CUBE_DIM_Y / 2; // = lanes, as a runtime value the loop can change
+    while half > 0 {
+        if lane < half {
+            let other = (((lane + half) * rows + UNIT_POS_X) * cols) as usize;
+            #[unroll]
+            for c in 0..cols {
+                let value = shared[other + c as usize];
+                shared[own + c as usize] += value;
+            }
+        }
+        sync_cube();
+        half /= 2;
+    }
+    if lane == 0 && active {
         #[unroll]
         for c in 0..cols {
             let n = first_col + c as usize;
             if n < outputs {
-                sums[c as usize] += xv * grad[m * outputs + n];
-            }
-        }
-    }
-    #[unroll]
-    for c in 0..cols {
-        let n = first_col + c as usize;
-        if n < outputs {
-            if is_bias {
-                bias_grad[n] = sums[c as usize];
-            } else {
-                weight_grad[k * outputs + n] = sums[c as usize];
+                if is_bias {
+                    bias_grad[n] = shared[own + c as usize];
+                } else {
+                    weight_grad[k * outputs + n] = shared[own + c as usize];
+                }
             }
         }
     }
