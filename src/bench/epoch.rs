@@ -6,12 +6,10 @@ use std::time::Instant;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::AutodiffModule;
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::prelude::*;
 use cubenet_kernels::AutodiffKernelBackend;
 
-use super::step::{BENCH_LR, bench_model};
+use super::step::{SgdStep, bench_model};
 use super::sweep::Point;
 use super::timing::sync;
 use crate::data::{MnistBatch, MnistBatcher, MnistSubset};
@@ -46,15 +44,12 @@ pub fn time_epoch<B: AutodiffKernelBackend>(
     let data = on_device::<B>(train, device);
     let images = train.len();
     let mut model = bench_model::<B>(point, kernels, device);
-    let loss_fn = CrossEntropyLossConfig::new().init(device);
-    let mut optimizer = SgdConfig::new().init();
+    let mut sgd = SgdStep::new(device);
     let mut step = |model: MnistModel<B>, start: usize| {
         let end = images.min(start + point.batch);
         let x = data.images.clone().slice(start..end);
         let y = data.targets.clone().slice(start..end);
-        let loss = loss_fn.forward(model.forward(x), y);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        optimizer.step(BENCH_LR, model, grads)
+        sgd.run(model, x, y)
     };
     for _ in 0..warmup {
         model = step(model, 0);

@@ -90,38 +90,28 @@ pub enum ReportError {
     Schema { path: PathBuf, reason: String },
 }
 
-impl StepRecord {
-    pub fn point(&self) -> Point {
-        Point {
-            model: self.model,
-            batch: self.batch,
-            filters: self.filters,
+/// `point()` for the records, which spell the point's fields out (the schema is flat).
+macro_rules! record_point {
+    ($($record:ty),*) => {$(
+        impl $record {
+            /// The sweep point this record measured.
+            pub fn point(&self) -> Point {
+                Point {
+                    model: self.model,
+                    batch: self.batch,
+                    filters: self.filters,
+                }
+            }
         }
-    }
+    )*};
+}
 
+record_point!(StepRecord, PhaseRecord, EpochRecord);
+
+impl StepRecord {
     /// Seconds per MNIST epoch at this step time (the seeds' y-axis).
     pub fn epoch_seconds(&self) -> f64 {
         self.timing.median_ms * EPOCH_IMAGES.div_ceil(self.batch) as f64 / 1e3
-    }
-}
-
-impl PhaseRecord {
-    pub fn point(&self) -> Point {
-        Point {
-            model: self.model,
-            batch: self.batch,
-            filters: self.filters,
-        }
-    }
-}
-
-impl EpochRecord {
-    pub fn point(&self) -> Point {
-        Point {
-            model: self.model,
-            batch: self.batch,
-            filters: self.filters,
-        }
     }
 }
 

@@ -78,9 +78,16 @@ pub struct EpochPlan {
     pub on_cpu: bool,
 }
 
+impl EpochPlan {
+    /// Whether `variant` times the epoch.
+    pub fn applies_to(&self, variant: Variant) -> bool {
+        self.on_cpu || !variant.is_cpu()
+    }
+}
+
 /// Measurements `variant` will make under `plan`: for a progress bar's length.
 pub fn measurement_count(plan: &BenchPlan, epoch: Option<&EpochPlan>, variant: Variant) -> usize {
-    let epochs = epoch.is_some_and(|e| e.on_cpu || !variant.is_cpu());
+    let epochs = epoch.is_some_and(|e| e.applies_to(variant));
     plan.points(variant).len() + plan.phase_points(variant).len() + usize::from(epochs)
 }
 
@@ -130,7 +137,7 @@ impl BackendTask for VariantRun<'_> {
                 });
             measured(Measurement::Phases(phases.collect()));
         }
-        if let Some(epoch) = epoch.filter(|e| e.on_cpu || !variant.is_cpu()) {
+        if let Some(epoch) = epoch.filter(|e| e.applies_to(variant)) {
             let point = epoch.point;
             let result = time_epoch::<B>(
                 &device,

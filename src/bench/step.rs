@@ -1,8 +1,9 @@
 //! One training step (forward, softmax cross-entropy, backward, SGD update) on a batch
 //! already resident on the device, with no host synchronization inside the step.
 
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{GradientsParams, Optimizer, Sgd, SgdConfig};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use cubenet_kernels::AutodiffKernelBackend;
@@ -48,6 +49,33 @@ pub fn bench_model<B: AutodiffKernelBackend>(
         .expect("the benchmark networks have valid geometry")
 }
 
+/// The benchmarks' training step: softmax cross-entropy and plain SGD at [`BENCH_LR`].
+pub struct SgdStep<B: AutodiffKernelBackend> {
+    loss: CrossEntropyLoss<B>,
+    optimizer: OptimizerAdaptor<Sgd<B::InnerBackend>, MnistModel<B>, B>,
+}
+
+impl<B: AutodiffKernelBackend> SgdStep<B> {
+    pub fn new(device: &B::Device) -> Self {
+        SgdStep {
+            loss: CrossEntropyLossConfig::new().init(device),
+            optimizer: SgdConfig::new().init(),
+        }
+    }
+
+    /// Forward, loss, backward and update on one batch; no host synchronization.
+    pub fn run(
+        &mut self,
+        model: MnistModel<B>,
+        images: Tensor<B, 4>,
+        targets: Tensor<B, 1, Int>,
+    ) -> MnistModel<B> {
+        let loss = self.loss.forward(model.forward(images), targets);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        self.optimizer.step(BENCH_LR, model, grads)
+    }
+}
+
 /// Times the training step of `point`'s network on random data.
 pub fn time_training_step<B: AutodiffKernelBackend>(
     device: &B::Device,
@@ -57,14 +85,11 @@ pub fn time_training_step<B: AutodiffKernelBackend>(
 ) -> Timing {
     let mut model = Some(bench_model::<B>(point, kernels, device));
     let (images, targets) = random_batch::<B>(point.batch, device);
-    let loss_fn = CrossEntropyLossConfig::new().init(device);
-    let mut optimizer = SgdConfig::new().init();
+    let mut step = SgdStep::new(device);
     time_synced::<B>(device, protocol, || {
         let current = model
             .take()
             .expect("the model is put back after every step");
-        let loss = loss_fn.forward(current.forward(images.clone()), targets.clone());
-        let grads = GradientsParams::from_grads(loss.backward(), &current);
-        model = Some(optimizer.step(BENCH_LR, current, grads));
+        model = Some(step.run(current, images.clone(), targets.clone()));
     })
 }

@@ -60,19 +60,13 @@ impl BenchModel {
     pub fn has_filters(self) -> bool {
         self == BenchModel::Simple
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BenchModel::Simple => "simple",
-            BenchModel::Lenet => "lenet",
-            BenchModel::Mlp => "mlp",
-        }
-    }
 }
 
 impl fmt::Display for BenchModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        // The command-line name, which the serde attributes spell the same way.
+        let value = clap::ValueEnum::to_possible_value(self).expect("no variant is skipped");
+        f.write_str(value.get_name())
     }
 }
 

@@ -94,24 +94,12 @@ impl Variant {
             _ => None,
         }
     }
-
-    /// The name used on the command line, in JSON and in tables.
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Ndarray => "ndarray",
-            Variant::NdarraySingleThread => "ndarray-1thread",
-            Variant::CudaBurn => "cuda-burn",
-            Variant::CudaCubenet => "cuda-cubenet",
-            Variant::WgpuBurn => "wgpu-burn",
-            Variant::WgpuCubenet => "wgpu-cubenet",
-            Variant::PytorchEager => "pytorch-eager",
-            Variant::PytorchCompile => "pytorch-compile",
-        }
-    }
 }
 
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        // The command-line name, which the serde attributes spell the same way.
+        let value = clap::ValueEnum::to_possible_value(self).expect("no variant is skipped");
+        f.write_str(value.get_name())
     }
 }

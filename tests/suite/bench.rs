@@ -168,6 +168,23 @@ fn pytorch_report_merges_into_tables_with_speedups() {
     assert_eq!(report.duplicate_steps().len(), 2);
 }
 
+/// Tables print the names the command line and the JSON use.
+#[test]
+fn variant_and_model_names_agree_across_cli_json_and_tables() {
+    for variant in Variant::ALL {
+        let json = serde_json::to_string(&variant).unwrap();
+        assert_eq!(json, format!("\"{variant}\""));
+        let parsed = <Variant as clap::ValueEnum>::from_str(&variant.to_string(), false);
+        assert_eq!(parsed, Ok(variant));
+    }
+    for model in [BenchModel::Simple, BenchModel::Lenet, BenchModel::Mlp] {
+        assert_eq!(
+            serde_json::to_string(&model).unwrap(),
+            format!("\"{model}\"")
+        );
+    }
+}
+
 #[test]
 fn reports_round_trip_and_schema_errors_name_the_file() {
     let dir = tempfile::tempdir().unwrap();
