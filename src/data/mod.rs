@@ -1,16 +1,24 @@
-//! Datasets: MNIST from IDX files (or burn-dataset's download) and its batcher.
+//! Datasets: MNIST from IDX files (or burn-dataset's download) and its batcher; numeric
+//! CSV tables, their splits and standardization, and device-resident row batches.
 
 mod batcher;
+mod device_rows;
 mod idx;
 mod mnist;
+mod split;
+pub mod synthetic;
+mod table;
 
 use std::path::PathBuf;
 
 pub use batcher::{MnistBatch, MnistBatcher, normalize_pixel};
+pub use device_rows::{DeviceRows, RowBatch};
 pub use idx::{IdxArray, parse_idx, read_idx_file};
 pub use mnist::{
     IMAGE_PIXELS, IMAGE_SIDE, MnistData, MnistItem, MnistSource, MnistSubset, NUM_CLASSES, Split,
 };
+pub use split::{SplitRatios, Standardizer};
+pub use table::{Table, write_csv_atomically};
 
 /// What can go wrong while loading data; every variant names the file it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -29,4 +37,28 @@ pub enum DataError {
         "MNIST download failed: {reason} (pass --data-dir with the IDX files to train offline)"
     )]
     Download { reason: String },
+    #[error("{}: {reason}", path.display())]
+    Csv { path: PathBuf, reason: String },
+    #[error("{} has no column `{column}` (its columns: {available})", path.display())]
+    CsvColumn {
+        path: PathBuf,
+        column: String,
+        available: String,
+    },
+    #[error("{} line {line}, column `{column}`: {what}", path.display())]
+    CsvValue {
+        path: PathBuf,
+        line: u64,
+        column: String,
+        what: String,
+    },
+    #[error("{} data row {row}, column `{column}`: {what}", path.display())]
+    CsvTarget {
+        path: PathBuf,
+        row: usize,
+        column: String,
+        what: String,
+    },
+    #[error("{} has no data rows", path.display())]
+    CsvEmpty { path: PathBuf },
 }

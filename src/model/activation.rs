@@ -1,5 +1,8 @@
 //! The hidden-layer activations of the seeds' MLPs.
 
+use std::fmt;
+use std::str::FromStr;
+
 use burn::prelude::*;
 use burn::tensor::activation;
 use serde::{Deserialize, Serialize};
@@ -33,6 +36,45 @@ impl Activation {
     }
 }
 
+/// The command-line spelling: `sigmoid`, `sigmoid-gain:4`, `scaled-sigmoid`, `tanh`, `relu`.
+impl fmt::Display for Activation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Activation::Sigmoid => f.write_str("sigmoid"),
+            Activation::SigmoidGain { gain } => write!(f, "sigmoid-gain:{gain}"),
+            Activation::ScaledSigmoid => f.write_str("scaled-sigmoid"),
+            Activation::Tanh => f.write_str("tanh"),
+            Activation::Relu => f.write_str("relu"),
+        }
+    }
+}
+
+impl FromStr for Activation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "sigmoid" => Activation::Sigmoid,
+            "scaled-sigmoid" => Activation::ScaledSigmoid,
+            "tanh" => Activation::Tanh,
+            "relu" => Activation::Relu,
+            _ => {
+                let gain = s
+                    .strip_prefix("sigmoid-gain:")
+                    .and_then(|g| g.parse::<f64>().ok())
+                    .filter(|g| g.is_finite() && *g > 0.0)
+                    .ok_or_else(|| {
+                        format!(
+                            "unknown activation `{s}` (sigmoid, sigmoid-gain:G with G > 0, \
+                             scaled-sigmoid, tanh, relu)"
+                        )
+                    })?;
+                Activation::SigmoidGain { gain }
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +96,22 @@ mod tests {
             assert!((scaled - (2.0 * sigma(x) - 1.0)).abs() < 1e-6);
             assert!((apply(Activation::Tanh, x) - x.tanh()).abs() < 1e-6);
             assert_eq!(apply(Activation::Relu, x), x.max(0.0));
+        }
+    }
+
+    #[test]
+    fn command_line_spelling_round_trips() {
+        for a in [
+            Activation::Sigmoid,
+            Activation::SigmoidGain { gain: 2.5 },
+            Activation::ScaledSigmoid,
+            Activation::Tanh,
+            Activation::Relu,
+        ] {
+            assert_eq!(a.to_string().parse::<Activation>(), Ok(a));
+        }
+        for bad in ["sigmoid-gain:", "sigmoid-gain:-1", "softplus"] {
+            assert!(bad.parse::<Activation>().is_err(), "{bad}");
         }
     }
 }

@@ -15,9 +15,13 @@ pub struct MlpConfig {
     pub hidden: Vec<usize>,
     /// Outputs (classes, or regression targets).
     pub outputs: usize,
-    /// Nonlinearity after every hidden layer.
+    /// Nonlinearity after every hidden layer (unless `layer_activations` names each).
     #[config(default = "Activation::Relu")]
     pub activation: Activation,
+    /// One nonlinearity per hidden layer, input side first; empty means `activation` for
+    /// all of them.
+    #[config(default = "Vec::new()")]
+    pub layer_activations: Vec<Activation>,
 }
 
 /// Linear layers with an activation between them; the last layer's output is left raw
@@ -25,8 +29,9 @@ pub struct MlpConfig {
 #[derive(Module, Debug)]
 pub struct Mlp<B: Backend> {
     layers: Vec<Linear<B>>,
+    /// The nonlinearity after each hidden layer.
     #[module(skip)]
-    activation: Activation,
+    activations: Vec<Activation>,
 }
 
 impl MlpConfig {
@@ -37,6 +42,16 @@ impl MlpConfig {
         for (i, &width) in self.hidden.iter().enumerate() {
             check_nonzero(&format!("hidden{}", i + 1), "width", [width])?;
         }
+        let activations = match self.layer_activations.len() {
+            0 => vec![self.activation; self.hidden.len()],
+            n if n == self.hidden.len() => self.layer_activations.clone(),
+            given => {
+                return Err(ModelError::ActivationCount {
+                    given,
+                    hidden: self.hidden.len(),
+                });
+            }
+        };
         let widths: Vec<usize> = std::iter::once(self.inputs)
             .chain(self.hidden.iter().copied())
             .chain(std::iter::once(self.outputs))
@@ -47,22 +62,26 @@ impl MlpConfig {
             .collect();
         Ok(Mlp {
             layers,
-            activation: self.activation,
+            activations,
         })
     }
 }
 
 impl<B: Backend> Mlp<B> {
+    /// The linear layers, input side first.
+    pub fn layers(&self) -> &[Linear<B>] {
+        &self.layers
+    }
+
     /// Outputs `[n, outputs]` for inputs `[n, inputs]`.
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let last = self.layers.len() - 1;
-        self.layers.iter().enumerate().fold(x, |x, (i, layer)| {
-            let y = layer.forward(x);
-            if i < last {
-                self.activation.forward(y)
-            } else {
-                y
-            }
-        })
+        let (output, hidden) = self.layers.split_last().expect("an MLP has a layer");
+        let x = hidden
+            .iter()
+            .zip(&self.activations)
+            .fold(x, |x, (layer, activation)| {
+                activation.forward(layer.forward(x))
+            });
+        output.forward(x)
     }
 }

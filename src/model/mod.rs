@@ -1,4 +1,5 @@
-//! The networks: the seed CNN, a LeNet-style CNN and an MLP, generic over the backend.
+//! The networks: the seed CNN, a LeNet-style CNN, an MLP and the tabular net built on it,
+//! generic over the backend.
 
 mod activation;
 mod classifier;
@@ -9,6 +10,7 @@ mod kernel_path;
 mod lenet;
 mod mlp;
 mod simple_cnn;
+mod tabular_net;
 
 pub use activation::Activation;
 pub use classifier::{MnistModel, MnistModelConfig};
@@ -19,6 +21,7 @@ pub use kernel_path::KernelPath;
 pub use lenet::{LeNet, LeNetConfig};
 pub use mlp::{Mlp, MlpConfig};
 pub use simple_cnn::{SimpleCnn, SimpleCnnConfig};
+pub use tabular_net::{TabularNet, TabularOutput, Task};
 
 /// A network that cannot be built as configured; names the layer and the sizes involved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,6 +45,10 @@ pub enum ModelError {
         window: Size2,
         stride: Size2,
     },
+    #[error(
+        "{given} layer activations given for {hidden} hidden layers (give one per layer, or none)"
+    )]
+    ActivationCount { given: usize, hidden: usize },
     #[error("layer `{layer}`: {what} must be positive, got a zero")]
     Zero { layer: String, what: &'static str },
 }

@@ -35,7 +35,8 @@ impl EpochMeans {
 }
 
 /// Formats the line printed at the end of an epoch, e.g.
-/// `epoch 2/10  train loss 0.1234 acc 96.12%  valid loss 0.0950 acc 97.03%  4.2s`.
+/// `epoch 2/10  train loss 0.1234 acc 96.12%  valid loss 0.0950 acc 97.03%  4.2s`
+/// (no `acc` columns when neither split reports an accuracy, as in regression).
 pub fn epoch_line(
     epoch: usize,
     epochs: usize,
@@ -43,8 +44,12 @@ pub fn epoch_line(
     valid: &EpochMeans,
     seconds: f64,
 ) -> String {
+    let with_accuracy = train.mean("Accuracy").is_some() || valid.mean("Accuracy").is_some();
     let split = |name: &str, means: &EpochMeans| {
         let loss = means.mean("Loss").map_or("-".into(), |v| format!("{v:.4}"));
+        if !with_accuracy {
+            return format!("{name} loss {loss}");
+        }
         let acc = means
             .mean("Accuracy")
             .map_or("-".into(), |v| format!("{v:.2}%"));
@@ -196,6 +201,12 @@ mod tests {
         assert_eq!(
             epoch_line(1, 1, &train, &EpochMeans::default(), 0.0),
             "epoch 1/1  train loss 0.1235 acc 96.12%  valid loss - acc -  0.0s"
+        );
+        let mut regression = EpochMeans::default();
+        regression.add("Loss", 0.5, 2);
+        assert_eq!(
+            epoch_line(3, 5, &regression, &regression, 1.0),
+            "epoch 3/5  train loss 0.5000  valid loss 0.5000  1.0s"
         );
     }
 }

@@ -1,7 +1,6 @@
 //! An MNIST run: load and split the data, train with burn-train, save the artifacts,
 //! evaluate on the test set.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,14 +10,14 @@ use burn::data::dataset::Dataset;
 use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
 use burn::optim::AdamConfig;
 use burn::prelude::*;
-use burn::record::CompactRecorder;
-use burn::train::metric::store::{Aggregate, Direction, Split as MetricSplit};
-use burn::train::metric::{AccuracyMetric, CudaMetric, LearningRateMetric, LossMetric};
-use burn::train::{Learner, MetricEarlyStoppingStrategy, StoppingCondition, SupervisedTraining};
+use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
+use burn::train::{Learner, SupervisedTraining};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
-use super::artifacts::{plot_learning_curves, save_config, save_model};
-use super::epoch_lines::EpochLineRenderer;
+use super::artifacts::{
+    plot_learning_curves, prepare_artifact_dir, restore_best_epoch, save_config, save_model,
+};
+use super::learner_setup::with_run_settings;
 use super::{MnistTrainingConfig, TrainError};
 use crate::backend::{BackendKind, BackendTask};
 use crate::data::{DataError, MnistBatcher, MnistData, MnistSource, MnistSubset, Split};
@@ -50,7 +49,8 @@ impl MnistSplits {
 }
 
 /// Trains the configured model on `splits.train` (validating on `splits.valid`), writes the
-/// artifacts into `artifact_dir` and returns the trained model.
+/// artifacts into `artifact_dir` and returns the model of the epoch with the lowest
+/// validation loss.
 pub fn train<B: AutodiffKernelBackend>(
     config: &MnistTrainingConfig,
     splits: &MnistSplits,
@@ -75,26 +75,10 @@ pub fn train<B: AutodiffKernelBackend>(
         .set_device(device.clone())
         .build(splits.valid.clone());
 
-    let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
+    let training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
         .metrics((AccuracyMetric::new(), LossMetric::new()))
-        .metric_train_numeric(LearningRateMetric::new())
-        .with_file_checkpointer(CompactRecorder::new())
-        .early_stopping(MetricEarlyStoppingStrategy::new(
-            &LossMetric::<B>::new(),
-            Aggregate::Mean,
-            Direction::Lowest,
-            MetricSplit::Valid,
-            StoppingCondition::NoImprovementSince {
-                n_epochs: config.patience,
-            },
-        ))
-        .num_epochs(config.epochs);
-    if backend == BackendKind::Cuda {
-        training = training.metric_train(CudaMetric::new());
-    }
-    if !std::io::stdout().is_terminal() {
-        training = training.renderer(EpochLineRenderer::default());
-    }
+        .metric_train_numeric(LearningRateMetric::new());
+    let training = with_run_settings(training, config.epochs, config.patience, backend);
     let optimizer = AdamConfig::new().init();
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * splits.train.len().div_ceil(config.batch_size);
@@ -105,10 +89,14 @@ pub fn train<B: AutodiffKernelBackend>(
     // Dropping the renderer closes the dashboard before anything else is printed.
     drop(result.renderer);
 
+    let model = restore_best_epoch(artifact_dir, result.model, device)?.model;
     save_config(artifact_dir, config)?;
-    save_model(artifact_dir, result.model.clone())?;
-    plot_learning_curves(artifact_dir)?;
-    Ok(result.model)
+    save_model(artifact_dir, model.clone())?;
+    plot_learning_curves(
+        artifact_dir,
+        &[("Loss", "cross-entropy"), ("Accuracy", "%")],
+    )?;
+    Ok(model)
 }
 
 /// A whole run as one [`BackendTask`]: load the data, train, save, then measure test
@@ -158,22 +146,6 @@ pub fn evaluate<B: KernelBackend>(
 /// The line tools read at the end of a run: `test accuracy: 98.76%`.
 pub fn accuracy_line(accuracy: f64) -> String {
     format!("test accuracy: {:.2}%", accuracy * 100.0)
-}
-
-/// Creates `dir` and clears what an earlier run left there, so that the metric logs, the
-/// curves and the checkpoints describe this run only. Other files are left alone.
-fn prepare_artifact_dir(dir: &Path) -> Result<(), TrainError> {
-    let io_err = |source| TrainError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    for stale in ["train", "valid", "checkpoint"] {
-        let path = dir.join(stale);
-        if path.exists() {
-            std::fs::remove_dir_all(&path).map_err(io_err)?;
-        }
-    }
-    std::fs::create_dir_all(dir).map_err(io_err)
 }
 
 #[cfg(test)]

@@ -1,16 +1,21 @@
-//! Training wiring: burn-train with a dashboard or epoch lines, artifacts, evaluation.
+//! Training wiring: burn-train with a dashboard or epoch lines, artifacts, evaluation; MNIST
+//! runs here, tabular (CSV) runs in [`tabular`].
 
 mod artifacts;
+mod checkpoints;
 mod config;
 mod epoch_lines;
+mod learner_setup;
 mod mnist;
+pub mod tabular;
 
 use std::path::PathBuf;
 
 pub use artifacts::{
-    CONFIG_FILE, CURVES_FILE, MODEL_FILE, plot_learning_curves, save_config, save_model,
-    write_atomically,
+    BestEpoch, CONFIG_FILE, CURVES_FILE, MODEL_FILE, ModelRecorder, load_model,
+    plot_learning_curves, restore_best_epoch, save_config, save_model, write_atomically,
 };
+pub use checkpoints::SaveEveryEpoch;
 pub use config::MnistTrainingConfig;
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
 pub use mnist::{MnistRun, MnistSplits, accuracy_line, evaluate, train};
@@ -36,6 +41,8 @@ pub enum TrainError {
     },
     #[error("cannot save the model to {}: {reason}", path.display())]
     Record { path: PathBuf, reason: String },
+    #[error("cannot load a model from {}: {reason}", path.display())]
+    Load { path: PathBuf, reason: String },
     #[error("cannot read the metric logs in {}: {reason}", dir.display())]
     Logs { dir: PathBuf, reason: String },
     #[error(transparent)]

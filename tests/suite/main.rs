@@ -5,4 +5,5 @@ mod common;
 mod kernel_paths;
 mod mnist_data;
 mod models;
+mod tabular;
 mod training;

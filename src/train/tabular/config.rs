@@ -1,0 +1,174 @@
+//! Settings of a tabular run, saved as `config.json` next to the model.
+
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{AdamConfig, SgdConfig};
+use burn::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::data::SplitRatios;
+use crate::model::{Activation, MlpConfig, Task};
+use crate::train::TrainError;
+
+/// How the weights move.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OptimizerConfig {
+    /// The seeds' update: Δw(t+1) = −η ∂E/∂w + α Δw(t) − η λ w, with learning rate η,
+    /// momentum α and L2 penalty λ (Burn's SGD with undampened momentum and weight decay
+    /// computes exactly this).
+    Sgd {
+        learning_rate: f64,
+        momentum: f64,
+        l2: f64,
+    },
+    /// Adam with an L2 penalty λ added to the gradient.
+    Adam { learning_rate: f64, l2: f64 },
+}
+
+impl Default for OptimizerConfig {
+    fn default() -> Self {
+        OptimizerConfig::Sgd {
+            learning_rate: 0.01,
+            momentum: 0.9,
+            l2: 0.0,
+        }
+    }
+}
+
+impl OptimizerConfig {
+    /// The (constant) learning rate η.
+    pub fn learning_rate(&self) -> f64 {
+        match *self {
+            OptimizerConfig::Sgd { learning_rate, .. }
+            | OptimizerConfig::Adam { learning_rate, .. } => learning_rate,
+        }
+    }
+
+    /// Burn's SGD configured as the seeds' update.
+    pub fn sgd(momentum: f64, l2: f64) -> SgdConfig {
+        SgdConfig::new()
+            .with_momentum((momentum > 0.0).then(|| {
+                MomentumConfig::new()
+                    .with_momentum(momentum)
+                    .with_dampening(0.0)
+                    .with_nesterov(false)
+            }))
+            .with_weight_decay((l2 > 0.0).then(|| WeightDecayConfig::new(l2 as f32)))
+    }
+
+    /// Burn's Adam with an L2 penalty.
+    pub fn adam(l2: f64) -> AdamConfig {
+        AdamConfig::new().with_weight_decay((l2 > 0.0).then(|| WeightDecayConfig::new(l2 as f32)))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let lr = self.learning_rate();
+        if !(lr > 0.0 && lr.is_finite()) {
+            return Err(format!("learning rate must be positive, got {lr}"));
+        }
+        let (momentum, l2) = match *self {
+            OptimizerConfig::Sgd { momentum, l2, .. } => (momentum, l2),
+            OptimizerConfig::Adam { l2, .. } => (0.0, l2),
+        };
+        if !(0.0..1.0).contains(&momentum) {
+            return Err(format!("momentum must be in [0, 1), got {momentum}"));
+        }
+        if !(l2 >= 0.0 && l2.is_finite()) {
+            return Err(format!("l2 must be zero or positive, got {l2}"));
+        }
+        Ok(())
+    }
+}
+
+/// Everything that decides what a tabular run computes.
+#[derive(Config, Debug)]
+pub struct TabularConfig {
+    /// Input columns, by CSV header name.
+    pub features: Vec<String>,
+    /// Target columns: one or more for regression, exactly one for classification.
+    pub targets: Vec<String>,
+    pub task: Task,
+    /// Classes of a multi-class task; found from the training data (largest label + 1)
+    /// when absent, and saved resolved.
+    pub classes: Option<usize>,
+    /// Hidden layer widths, input side first; empty for a linear (or logistic) model.
+    #[config(default = "Vec::new()")]
+    pub hidden: Vec<usize>,
+    /// Nonlinearity of every hidden layer, unless `layer_activations` names each.
+    #[config(default = "Activation::Sigmoid")]
+    pub activation: Activation,
+    /// One nonlinearity per hidden layer; empty means `activation` everywhere.
+    #[config(default = "Vec::new()")]
+    pub layer_activations: Vec<Activation>,
+    #[config(default = "OptimizerConfig::default()")]
+    pub optimizer: OptimizerConfig,
+    /// Passes over the training rows (early stopping may end sooner).
+    #[config(default = 100)]
+    pub epochs: usize,
+    /// Rows per step; absent means full batch (one step per epoch).
+    pub batch_size: Option<usize>,
+    /// Stop after this many epochs without a lower validation loss; the best epoch's
+    /// weights are kept.
+    #[config(default = 10)]
+    pub patience: usize,
+    #[config(default = "SplitRatios::default()")]
+    pub split: SplitRatios,
+    /// Seeds the split, weight init and batch shuffling.
+    #[config(default = 42)]
+    pub seed: u64,
+    /// Standardize features with the training split's mean and deviation.
+    #[config(default = true)]
+    pub standardize: bool,
+}
+
+impl TabularConfig {
+    /// Refuses settings that cannot train, naming the setting.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let invalid = |msg: String| Err(TrainError::Config(msg));
+        if self.features.is_empty() {
+            return invalid("name at least one feature column".into());
+        }
+        if self.targets.is_empty() {
+            return invalid("name at least one target column".into());
+        }
+        if let Some(both) = self.targets.iter().find(|t| self.features.contains(t)) {
+            return invalid(format!("column `{both}` is both a feature and a target"));
+        }
+        if self.task.is_classification() && self.targets.len() != 1 {
+            return invalid(format!(
+                "a {:?} task takes exactly one target column, got {}",
+                self.task,
+                self.targets.len()
+            ));
+        }
+        if self.task == Task::Multiclass && self.classes.is_some_and(|c| c < 2) {
+            return invalid("a multi-class task needs at least 2 classes".into());
+        }
+        if self.epochs == 0 {
+            return invalid("epochs must be at least 1".into());
+        }
+        if self.batch_size == Some(0) {
+            return invalid("batch-size must be at least 1".into());
+        }
+        if self.patience == 0 {
+            return invalid("patience must be at least 1".into());
+        }
+        self.optimizer.validate().map_err(TrainError::Config)?;
+        self.mlp(1)
+            .init::<burn::backend::NdArray>(&Default::default())?;
+        Ok(())
+    }
+
+    /// The network's configuration; `classes` matters for multi-class tasks only.
+    pub fn mlp(&self, classes: usize) -> MlpConfig {
+        let outputs = match self.task {
+            Task::Regression => self.targets.len(),
+            Task::Binary => 1,
+            Task::Multiclass => classes,
+        };
+        MlpConfig::new(self.features.len(), self.hidden.clone(), outputs)
+            .with_activation(self.activation)
+            .with_layer_activations(self.layer_activations.clone())
+    }
+}

@@ -1,0 +1,339 @@
+//! Tabular runs: a CSV's columns → seeded train/valid/test split → standardization fitted on
+//! the training rows → an MLP trained with burn-train (data resident on the device) → the
+//! best epoch's weights, saved with the config and preprocessing → test metrics.
+
+mod config;
+mod metrics;
+mod model_files;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataset::InMemDataset;
+use burn::optim::Optimizer;
+use burn::train::metric::{AccuracyMetric, LossMetric};
+use burn::train::{Learner, SupervisedTraining};
+use cubenet_kernels::AutodiffKernelBackend;
+use serde::Serialize;
+
+pub use config::{OptimizerConfig, TabularConfig};
+pub use metrics::{RegressionMetrics, TestMetrics};
+pub use model_files::{PREPROCESSING_FILE, TabularModel};
+
+use super::TrainError;
+use super::artifacts::{BestEpoch, plot_learning_curves, prepare_artifact_dir, restore_best_epoch};
+use super::learner_setup::with_run_settings;
+use crate::backend::{BackendKind, BackendTask};
+use crate::data::{DataError, DeviceRows, Standardizer, Table};
+use crate::model::{TabularNet, Task};
+
+/// Rows per batch when validating (no gradients, so it can be larger than training's).
+const VALID_BATCH: usize = 65_536;
+
+/// Inputs and targets of one split.
+#[derive(Debug, Clone)]
+pub struct Rows {
+    pub inputs: Table,
+    pub targets: Table,
+}
+
+/// A CSV cut into the three splits (raw values), with the standardization fitted on the
+/// training split when the config asks for one.
+#[derive(Debug, Clone)]
+pub struct TabularSplits {
+    pub train: Rows,
+    pub valid: Rows,
+    pub test: Rows,
+    pub standardizer: Option<Standardizer>,
+    /// Classes of a classification task (2 for binary); 0 for regression.
+    pub classes: usize,
+}
+
+impl TabularSplits {
+    /// Reads the configured columns of `csv`, checks the targets against the task, and
+    /// splits and standardizes as `config` says.
+    pub fn load(csv: &Path, config: &TabularConfig) -> Result<Self, TrainError> {
+        let columns: Vec<String> = config
+            .features
+            .iter()
+            .chain(&config.targets)
+            .cloned()
+            .collect();
+        let table = Table::read_csv(csv, &columns)?;
+        let (inputs, targets) = table.split_columns(config.features.len());
+        let classes = check_targets(csv, config, &targets)?;
+        let [train, valid, test] = config
+            .split
+            .split(table.rows(), config.seed)
+            .map_err(TrainError::Config)?;
+        let rows = |indices: &[usize]| Rows {
+            inputs: inputs.select_rows(indices),
+            targets: targets.select_rows(indices),
+        };
+        let (train, valid, test) = (rows(&train), rows(&valid), rows(&test));
+        let standardizer = config.standardize.then(|| Standardizer::fit(&train.inputs));
+        Ok(Self {
+            train,
+            valid,
+            test,
+            standardizer,
+            classes,
+        })
+    }
+}
+
+/// Binary targets must be 0 or 1, multi-class ones class indices below the configured
+/// count. Returns the number of classes (0 for regression).
+fn check_targets(csv: &Path, config: &TabularConfig, targets: &Table) -> Result<usize, TrainError> {
+    let bad = |row: usize, what: String| {
+        TrainError::Data(DataError::CsvTarget {
+            path: csv.to_path_buf(),
+            row: row + 1,
+            column: config.targets[0].clone(),
+            what,
+        })
+    };
+    match config.task {
+        Task::Regression => Ok(0),
+        Task::Binary => match targets.values.iter().position(|&v| v != 0.0 && v != 1.0) {
+            Some(row) => Err(bad(
+                row,
+                format!("binary targets are 0 or 1, got {}", targets.values[row]),
+            )),
+            None => Ok(2),
+        },
+        Task::Multiclass => {
+            if let Some(row) = targets
+                .values
+                .iter()
+                .position(|&v| v < 0.0 || v.fract() != 0.0)
+            {
+                return Err(bad(
+                    row,
+                    format!("class labels are 0, 1, 2…, got {}", targets.values[row]),
+                ));
+            }
+            let largest = targets.values.iter().fold(0.0f32, |m, &v| m.max(v)) as usize;
+            match config.classes {
+                Some(classes) if largest >= classes => {
+                    let row = targets
+                        .values
+                        .iter()
+                        .position(|&v| v as usize >= classes)
+                        .unwrap_or(0);
+                    Err(bad(
+                        row,
+                        format!("label {largest} is not below the {classes} classes configured"),
+                    ))
+                }
+                Some(classes) => Ok(classes),
+                None => Ok((largest + 1).max(2)),
+            }
+        }
+    }
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct TabularReport {
+    /// Rows in the train, valid and test splits.
+    pub rows: [usize; 3],
+    /// Epochs trained (early stopping may end sooner than configured).
+    pub epochs: usize,
+    /// The epoch whose weights were kept (lowest validation loss).
+    pub best_epoch: usize,
+    /// Wall time of training and validation, all epochs.
+    pub train_seconds: f64,
+    /// Training rows processed per second of that wall time.
+    pub rows_per_second: f64,
+    /// Metrics on the test split, when it has rows.
+    pub test: Option<TestMetrics>,
+}
+
+impl TabularReport {
+    /// Wall time per epoch, validation included.
+    pub fn seconds_per_epoch(&self) -> f64 {
+        self.train_seconds / self.epochs.max(1) as f64
+    }
+}
+
+/// Three lines: the split sizes, the training time and speed, the test metrics.
+impl std::fmt::Display for TabularReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [train, valid, test] = self.rows;
+        writeln!(f, "rows: {train} train, {valid} valid, {test} test")?;
+        write!(
+            f,
+            "trained {} epochs (kept epoch {}) in {:.2} s: {:.3} s/epoch, {:.0} rows/s",
+            self.epochs,
+            self.best_epoch,
+            self.train_seconds,
+            self.seconds_per_epoch(),
+            self.rows_per_second
+        )?;
+        if let Some(test) = &self.test {
+            write!(f, "\n{test}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Trains the configured network on `splits`, writes the artifacts (config, preprocessing,
+/// model, metric logs, `curves.png`) into `artifact_dir` and returns the model of the epoch
+/// with the lowest validation loss.
+pub fn train<B: AutodiffKernelBackend>(
+    config: &TabularConfig,
+    splits: &TabularSplits,
+    artifact_dir: &Path,
+    backend: BackendKind,
+    device: &B::Device,
+) -> Result<(TabularModel<B::InnerBackend>, TabularReport), TrainError> {
+    config.validate()?;
+    prepare_artifact_dir(artifact_dir)?;
+    let mut config = config.clone();
+    if config.task == Task::Multiclass {
+        config.classes = Some(splits.classes);
+    }
+    B::seed(device, config.seed);
+    let net = TabularNet {
+        mlp: config.mlp(splits.classes).init::<B>(device)?,
+        task: config.task,
+    };
+
+    let start = Instant::now();
+    let net = match config.optimizer {
+        OptimizerConfig::Sgd { momentum, l2, .. } => fit(
+            &config,
+            splits,
+            artifact_dir,
+            backend,
+            device,
+            net,
+            OptimizerConfig::sgd(momentum, l2).init(),
+        ),
+        OptimizerConfig::Adam { l2, .. } => fit(
+            &config,
+            splits,
+            artifact_dir,
+            backend,
+            device,
+            net,
+            OptimizerConfig::adam(l2).init(),
+        ),
+    };
+    let train_seconds = start.elapsed().as_secs_f64();
+    let best = net?;
+
+    let model = TabularModel {
+        config,
+        standardizer: splits.standardizer.clone(),
+        net: best.model,
+    };
+    model.save(artifact_dir)?;
+    let loss_label = match model.config.task {
+        Task::Regression => "MSE",
+        Task::Binary => "binary cross-entropy",
+        Task::Multiclass => "cross-entropy",
+    };
+    let mut panels = vec![("Loss", loss_label)];
+    if model.config.task.is_classification() {
+        panels.push(("Accuracy", "%"));
+    }
+    plot_learning_curves(artifact_dir, &panels)?;
+
+    let test = (splits.test.inputs.rows() > 0)
+        .then(|| model.evaluate(&splits.test.inputs, &splits.test.targets, device));
+    let report = TabularReport {
+        rows: [&splits.train, &splits.valid, &splits.test].map(|s| s.inputs.rows()),
+        epochs: best.epochs,
+        best_epoch: best.epoch,
+        train_seconds,
+        rows_per_second: (best.epochs * splits.train.inputs.rows()) as f64 / train_seconds,
+        test,
+    };
+    Ok((model, report))
+}
+
+/// burn-train's loop with optimizer `O` and the constant learning rate of the config; returns
+/// the best epoch's model.
+fn fit<B, O>(
+    config: &TabularConfig,
+    splits: &TabularSplits,
+    artifact_dir: &Path,
+    backend: BackendKind,
+    device: &B::Device,
+    net: TabularNet<B>,
+    optimizer: O,
+) -> Result<BestEpoch<TabularNet<B::InnerBackend>>, TrainError>
+where
+    B: AutodiffKernelBackend,
+    O: Optimizer<TabularNet<B>, B> + 'static,
+{
+    // The device copies are standardized; the splits stay raw for evaluation.
+    let standardized = |rows: &Rows| {
+        let mut inputs = rows.inputs.clone();
+        if let Some(s) = &splits.standardizer {
+            s.apply(&mut inputs);
+        }
+        inputs
+    };
+    let train_rows = splits.train.inputs.rows();
+    let batch = config.batch_size.unwrap_or(train_rows).min(train_rows);
+    let train_loader = DataLoaderBuilder::new(DeviceRows::<B>::new(
+        &standardized(&splits.train),
+        &splits.train.targets,
+        device,
+    ))
+    .batch_size(batch)
+    .shuffle(config.seed)
+    .set_device(device.clone())
+    .build(InMemDataset::new((0..train_rows).collect()));
+    let valid_rows = splits.valid.inputs.rows();
+    let valid_loader = DataLoaderBuilder::new(DeviceRows::<B::InnerBackend>::new(
+        &standardized(&splits.valid),
+        &splits.valid.targets,
+        device,
+    ))
+    .batch_size(VALID_BATCH.max(batch))
+    .set_device(device.clone())
+    .build(InMemDataset::new((0..valid_rows).collect()));
+
+    let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
+        .metric_train_numeric(LossMetric::new())
+        .metric_valid_numeric(LossMetric::new());
+    if config.task.is_classification() {
+        training = training
+            .metric_train_numeric(AccuracyMetric::new())
+            .metric_valid_numeric(AccuracyMetric::new());
+    }
+    let training = with_run_settings(training, config.epochs, config.patience, backend);
+    let result = training.launch(Learner::new(
+        net,
+        optimizer,
+        config.optimizer.learning_rate(),
+    ));
+    // Dropping the renderer closes the dashboard before anything else is printed.
+    drop(result.renderer);
+    restore_best_epoch(artifact_dir, result.model, device)
+}
+
+/// A whole tabular run as one [`BackendTask`]: load and split the CSV, train, save,
+/// evaluate on the test split.
+#[derive(Debug, Clone)]
+pub struct TabularRun {
+    pub config: TabularConfig,
+    pub csv: PathBuf,
+    pub artifact_dir: PathBuf,
+}
+
+impl BackendTask for TabularRun {
+    type Output = Result<TabularReport, TrainError>;
+
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
+        self.config.validate()?;
+        let splits = TabularSplits::load(&self.csv, &self.config)?;
+        let (_, report) = train::<B>(&self.config, &splits, &self.artifact_dir, kind, &device)?;
+        Ok(report)
+    }
+}
