@@ -5,17 +5,17 @@
 //! cargo run --release --example linear_regression
 //! ```
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::ensure;
 use clap::Parser;
-use cubenet::backend::{BackendKind, run_on};
+use cubenet::backend::BackendKind;
 use cubenet::data::synthetic::{self, LINEAR_BIAS, LINEAR_WEIGHTS};
 use cubenet::model::Task;
-use cubenet::train::tabular::{
-    OptimizerConfig, TabularConfig, TabularModel, TabularRun, TestMetrics,
-};
+use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularModel, TestMetrics};
 
 #[derive(Debug, Parser)]
 #[command(about = "Fit a linear model with a no-hidden-layer net")]
@@ -31,9 +31,6 @@ struct Args {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.artifact_dir)?;
-    let csv = args.artifact_dir.join("linear.csv");
-    synthetic::linear(args.rows, args.seed).write_csv(&csv)?;
     let features = ["x1", "x2", "x3"].map(String::from).to_vec();
     // Raw features, so that the learned weights are directly comparable to the true ones.
     let config = TabularConfig::new(features, vec!["y".into()], Task::Regression)
@@ -46,13 +43,13 @@ fn run(args: Args) -> anyhow::Result<()> {
         .with_epochs(20)
         .with_standardize(false)
         .with_seed(args.seed);
-    let run = TabularRun {
+    let report = common::train_on_csv(
+        synthetic::linear(args.rows, args.seed),
+        "linear.csv",
         config,
-        csv,
-        artifact_dir: args.artifact_dir.clone(),
-    };
-    let report = run_on(args.backend, run)??;
-    println!("{report}");
+        args.backend,
+        &args.artifact_dir,
+    )?;
 
     let model =
         TabularModel::<burn::backend::NdArray>::load(&args.artifact_dir, &Default::default())?;
@@ -83,11 +80,5 @@ fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    common::exit_code(run(Args::parse()))
 }

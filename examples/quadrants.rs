@@ -8,15 +8,16 @@
 //! Writes `quadrants.csv` into the artifact directory, trains on it through the CSV loader,
 //! and fails unless the test accuracy reaches 99%.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::ensure;
 use clap::Parser;
-use cubenet::backend::{BackendKind, run_on};
+use cubenet::backend::BackendKind;
 use cubenet::data::synthetic;
 use cubenet::model::{Activation, Task};
-use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularRun, TestMetrics};
+use cubenet::train::tabular::{OptimizerConfig, TabularConfig};
 
 #[derive(Debug, Parser)]
 #[command(about = "Classify points by quadrant parity")]
@@ -33,9 +34,6 @@ struct Args {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.artifact_dir)?;
-    let csv = args.artifact_dir.join("quadrants.csv");
-    synthetic::quadrants(args.rows, args.seed).write_csv(&csv)?;
     let config = TabularConfig::new(
         vec!["x".into(), "y".into()],
         vec!["label".into()],
@@ -50,29 +48,16 @@ fn run(args: Args) -> anyhow::Result<()> {
     .with_batch_size(Some(64))
     .with_epochs(60)
     .with_seed(args.seed);
-    let run = TabularRun {
+    let report = common::train_on_csv(
+        synthetic::quadrants(args.rows, args.seed),
+        "quadrants.csv",
         config,
-        csv,
-        artifact_dir: args.artifact_dir,
-    };
-    let report = run_on(args.backend, run)??;
-    println!("{report}");
-    if let Some(TestMetrics::Classification { accuracy }) = report.test {
-        ensure!(
-            accuracy >= 0.99,
-            "test accuracy {:.2}% is below 99%",
-            accuracy * 100.0
-        );
-    }
-    Ok(())
+        args.backend,
+        &args.artifact_dir,
+    )?;
+    common::require_accuracy(&report, 0.99)
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    common::exit_code(run(Args::parse()))
 }

@@ -11,6 +11,8 @@
 //! CSV load time, seconds per epoch and rows per second, and the test MSE/RMSE/MAE/R²
 //! (the noise alone gives an MSE of 0.01).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -99,11 +101,5 @@ fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    common::exit_code(run(Args::parse()))
 }

@@ -7,6 +7,8 @@
 //! hold out), so this example builds its splits in code instead of reading a CSV. It prints
 //! each point's prediction and fails unless all four are right.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -96,11 +98,5 @@ fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    common::exit_code(run(Args::parse()))
 }

@@ -35,23 +35,26 @@ pub struct Mlp<B: Backend> {
 }
 
 impl MlpConfig {
-    /// Checks the sizes and initializes the weights on `device`.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Mlp<B>, ModelError> {
+    /// Checks the sizes; returns the activation of each hidden layer.
+    pub fn check(&self) -> Result<Vec<Activation>, ModelError> {
         check_nonzero("input", "features", [self.inputs])?;
         check_nonzero("output", "outputs", [self.outputs])?;
         for (i, &width) in self.hidden.iter().enumerate() {
             check_nonzero(&format!("hidden{}", i + 1), "width", [width])?;
         }
-        let activations = match self.layer_activations.len() {
-            0 => vec![self.activation; self.hidden.len()],
-            n if n == self.hidden.len() => self.layer_activations.clone(),
-            given => {
-                return Err(ModelError::ActivationCount {
-                    given,
-                    hidden: self.hidden.len(),
-                });
-            }
-        };
+        match self.layer_activations.len() {
+            0 => Ok(vec![self.activation; self.hidden.len()]),
+            n if n == self.hidden.len() => Ok(self.layer_activations.clone()),
+            given => Err(ModelError::ActivationCount {
+                given,
+                hidden: self.hidden.len(),
+            }),
+        }
+    }
+
+    /// Checks the sizes and initializes the weights on `device`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Mlp<B>, ModelError> {
+        let activations = self.check()?;
         let widths: Vec<usize> = std::iter::once(self.inputs)
             .chain(self.hidden.iter().copied())
             .chain(std::iter::once(self.outputs))

@@ -155,8 +155,8 @@ impl TabularConfig {
             return invalid("patience must be at least 1".into());
         }
         self.optimizer.validate().map_err(TrainError::Config)?;
-        self.mlp(1)
-            .init::<burn::backend::NdArray>(&Default::default())?;
+        // Classes are not known before the data is read; any count checks the layers.
+        self.mlp(2).check()?;
         Ok(())
     }
 

@@ -1,0 +1,59 @@
+//! What the tabular examples share: training on a generated table through the CSV path,
+//! checking the test accuracy, and the exit convention of every cubenet command (a one-line
+//! error and exit code 2). Each example uses a subset.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::ensure;
+use cubenet::backend::{BackendKind, run_on};
+use cubenet::data::Table;
+use cubenet::train::tabular::{TabularConfig, TabularReport, TabularRun, TestMetrics};
+
+/// Writes `table` to `artifact_dir/csv_name`, trains `config` on that file on `backend`, and
+/// prints the report.
+pub fn train_on_csv(
+    table: Table,
+    csv_name: &str,
+    config: TabularConfig,
+    backend: BackendKind,
+    artifact_dir: &Path,
+) -> anyhow::Result<TabularReport> {
+    std::fs::create_dir_all(artifact_dir)?;
+    let csv = artifact_dir.join(csv_name);
+    table.write_csv(&csv)?;
+    let run = TabularRun {
+        config,
+        csv,
+        artifact_dir: artifact_dir.to_path_buf(),
+    };
+    let report = run_on(backend, run)??;
+    println!("{report}");
+    Ok(report)
+}
+
+/// Fails unless the report's test accuracy is at least `floor` (0 to 1).
+pub fn require_accuracy(report: &TabularReport, floor: f64) -> anyhow::Result<()> {
+    let Some(TestMetrics::Classification { accuracy }) = report.test else {
+        anyhow::bail!("the run reported no test accuracy");
+    };
+    ensure!(
+        accuracy >= floor,
+        "test accuracy {:.2}% is below {:.2}%",
+        accuracy * 100.0,
+        floor * 100.0
+    );
+    Ok(())
+}
+
+/// Exit code 0, or 2 after printing the error on one line.
+pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
