@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use cubenet::backend::{BackendKind, run_on};
+use cubenet::backend::BackendKind;
 use cubenet::data::MnistSource;
 use cubenet::model::{KernelPath, LeNetConfig, MnistModelConfig, SimpleCnnConfig};
 use cubenet::train::{MnistRun, MnistTrainingConfig, accuracy_line};
@@ -95,8 +95,9 @@ fn run(args: Args) -> anyhow::Result<f64> {
         config: args.config(),
         source,
         artifact_dir: args.artifact_dir,
+        resume: false,
     };
-    Ok(run_on(backend, run)??)
+    Ok(run.launch(backend)?)
 }
 
 fn main() -> ExitCode {

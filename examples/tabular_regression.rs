@@ -18,8 +18,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use cubenet::backend::{BackendKind, run_on};
-use cubenet::data::{Table, synthetic};
+use cubenet::backend::BackendKind;
+use cubenet::data::{Table, TableSource, synthetic};
 use cubenet::model::{Activation, Task};
 use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularModel, TabularRun};
 
@@ -83,10 +83,11 @@ fn run(args: Args) -> anyhow::Result<()> {
 
     let run = TabularRun {
         config,
-        csv,
+        data: TableSource::Csv(csv),
         artifact_dir: args.artifact_dir.clone(),
+        resume: false,
     };
-    let report = run_on(args.backend, run)??;
+    let report = run.launch(args.backend)?;
     println!("{report}");
 
     // Predictions for rows the net has never seen.

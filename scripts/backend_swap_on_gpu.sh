@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The backend-swap benchmark on a GPU machine without a Rust toolchain, in stages that each
 # fit a 10-minute device call (docs/BENCHMARKS.md was made this way). Build and pack here:
-#   ../shared/tools/pack-for-device --with-mnist -- --all-features --example backend_swap
+#   ../shared/tools/pack-for-device --with-mnist -- --all-features --bin cubenet
 # then, on the GPU machine, with $OUT for the results:
 #   scripts/backend_swap_on_gpu.sh cuda   # CUDA with cubenet's kernels
 #   scripts/backend_swap_on_gpu.sh burn   # CUDA with Burn's kernels
 #   scripts/backend_swap_on_gpu.sh torch  # PyTorch eager and torch.compile
 #   scripts/backend_swap_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
 # and merge everything into one set of tables and plots:
-#   cargo run --release --example backend_swap -- --merge-only --out docs/benchmarks \
+#   cargo run --release -- bench --merge-only --out docs/benchmarks \
 #       $(for f in $OUT/*/results.json $OUT/pytorch-*.json; do echo --merge $f; done)
 # Each invocation has its own time limit; one that runs out keeps the points it finished
-# (backend_swap rewrites results.json after every measurement).
+# (`cubenet bench` rewrites results.json after every measurement).
 # CubeCL autotunes Burn's kernels at the "minimal" level, to fit the device calls' time.
 set -uo pipefail
 stage=${1:?usage: $0 cuda|burn|torch|cpu}
@@ -20,7 +20,7 @@ out=${OUT:-gpu-out}
 mnist=$bin/mnist
 mkdir -p "$out"
 for f in "$bin"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x "$bin"/backend_swap
+chmod +x "$bin"/cubenet
 
 # run NAME SECONDS COMMAND...: one measurement, its stderr in $out/NAME.log.
 run() {
@@ -30,7 +30,7 @@ run() {
   timeout "$limit" "$@" > "$out/$name.md" 2> "$out/$name.log"
   echo "   exit $? after $((SECONDS - start)) s"
 }
-swap() { local name=$1 limit=$2; shift 2; run "$name" "$limit" "$bin/backend_swap" --out "$out/$name" "$@"; }
+swap() { local name=$1 limit=$2; shift 2; run "$name" "$limit" "$bin/cubenet" bench --out "$out/$name" "$@"; }
 torch() { local name=$1 limit=$2; shift 2; run "$name" "$limit" python3 bench/pytorch_reference.py --out "$out/$name.json" "$@"; }
 
 export CUBECL_AUTOTUNE_LEVEL=minimal
@@ -57,7 +57,7 @@ case $stage in
     swap ndarray 240 --variants ndarray --cpu-repeats 3
     # One thread: the seed CNN and the MLP (LeNet takes ~30 s a step there).
     swap ndarray-1thread 200 --variants ndarray-1thread --models simple,mlp --cpu-repeats 3
-    pkill -x backend_swap  # a single-thread child outliving its parent's time limit
+    pkill -x cubenet  # a single-thread child outliving its parent's time limit
     # wgpu needs the Vulkan loader and GL dispatch libraries (libvulkan1, libglvnd0, ...) and
     # VK_DRIVER_FILES pointing at the NVIDIA ICD (see the device notes).
     swap wgpu 100 --variants wgpu-cubenet,wgpu-burn --models simple --batches 1000 --filters 32,256 \

@@ -117,6 +117,19 @@ pub fn run_on<T: BackendTask>(kind: BackendKind, task: T) -> Result<T::Output, B
     }
 }
 
+/// Whether `kind` is compiled in and finds a working (default) device.
+pub fn check_device(kind: BackendKind) -> Result<(), BackendError> {
+    match kind {
+        BackendKind::Ndarray => Ok(()),
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => probe::<cubenet_kernels::CubeCuda>(kind, &Default::default()),
+        #[cfg(feature = "wgpu")]
+        BackendKind::Wgpu => probe::<cubenet_kernels::CubeWgpu>(kind, &Default::default()),
+        #[allow(unreachable_patterns)]
+        missing => Err(BackendError::NotCompiled(missing)),
+    }
+}
+
 /// Runs one tiny computation on `device`. GPU runtimes panic when no driver or adapter is
 /// present; this turns that into an error before any real work starts.
 #[cfg(any(feature = "cuda", feature = "wgpu"))]

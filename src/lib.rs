@@ -7,4 +7,5 @@ pub mod data;
 pub mod model;
 pub mod plot;
 mod quiet_panic;
+pub mod run_config;
 pub mod train;

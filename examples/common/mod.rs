@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::ensure;
-use cubenet::backend::{BackendKind, run_on};
-use cubenet::data::Table;
+use cubenet::backend::BackendKind;
+use cubenet::data::{Table, TableSource};
 use cubenet::train::tabular::{TabularConfig, TabularReport, TabularRun, TestMetrics};
 
 /// Writes `table` to `artifact_dir/csv_name`, trains `config` on that file on `backend`, and
@@ -25,10 +25,11 @@ pub fn train_on_csv(
     table.write_csv(&csv)?;
     let run = TabularRun {
         config,
-        csv,
+        data: TableSource::Csv(csv),
         artifact_dir: artifact_dir.to_path_buf(),
+        resume: false,
     };
-    let report = run_on(backend, run)??;
+    let report = run.launch(backend)?;
     println!("{report}");
     Ok(report)
 }

@@ -38,16 +38,19 @@ pub fn read_idx_file(path: &Path) -> Result<IdxArray, DataError> {
     BufReader::new(File::open(path).map_err(io_err)?)
         .read_to_end(&mut raw)
         .map_err(io_err)?;
-    let bytes = if raw.starts_with(&GZIP_MAGIC) {
-        let mut inflated = Vec::new();
-        GzDecoder::new(raw.as_slice())
-            .read_to_end(&mut inflated)
-            .map_err(|e| corrupt(path, format!("gzip stream is damaged: {e}")))?;
-        inflated
-    } else {
-        raw
-    };
-    parse_idx(&bytes).map_err(|what| corrupt(path, what))
+    decode_idx(&raw).map_err(|what| corrupt(path, what))
+}
+
+/// Parses the bytes of an IDX file, raw or gzip-compressed; the error says what is wrong.
+pub fn decode_idx(raw: &[u8]) -> Result<IdxArray, String> {
+    if !raw.starts_with(&GZIP_MAGIC) {
+        return parse_idx(raw);
+    }
+    let mut inflated = Vec::new();
+    GzDecoder::new(raw)
+        .read_to_end(&mut inflated)
+        .map_err(|e| format!("gzip stream is damaged: {e}"))?;
+    parse_idx(&inflated)
 }
 
 /// Parses the bytes of an (already decompressed) IDX file; the error says what is wrong.

@@ -3,22 +3,28 @@
 
 mod batcher;
 mod device_rows;
+mod digit_images;
+mod epoch_shuffle;
 mod idx;
 mod mnist;
 mod split;
 pub mod synthetic;
 mod table;
+mod table_source;
 
 use std::path::PathBuf;
 
 pub use batcher::{MnistBatch, MnistBatcher, normalize_pixel};
 pub use device_rows::{DeviceRows, RowBatch};
-pub use idx::{IdxArray, parse_idx, read_idx_file};
+pub use digit_images::read_digits;
+pub use epoch_shuffle::{EpochShuffled, epoch_order};
+pub use idx::{IdxArray, decode_idx, parse_idx, read_idx_file};
 pub use mnist::{
     IMAGE_PIXELS, IMAGE_SIDE, MnistData, MnistItem, MnistSource, MnistSubset, NUM_CLASSES, Split,
 };
 pub use split::{SplitRatios, Standardizer};
 pub use table::{Table, write_csv_atomically};
+pub use table_source::{Generator, TableSource};
 
 /// What can go wrong while loading data; every variant names the file it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +45,8 @@ pub enum DataError {
     Download { reason: String },
     #[error("{}: {reason}", path.display())]
     Csv { path: PathBuf, reason: String },
+    #[error("{}: {what}", path.display())]
+    Image { path: PathBuf, what: String },
     #[error("{} has no column `{column}` (its columns: {available})", path.display())]
     CsvColumn {
         path: PathBuf,

@@ -13,6 +13,7 @@ use super::Table;
 
 /// Shares of the rows that go to training, validation and test, e.g. `0.7:0.15:0.15`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct SplitRatios {
     pub train: f64,
     pub valid: f64,
@@ -76,6 +77,21 @@ impl SplitRatios {
 impl fmt::Display for SplitRatios {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}", self.train, self.valid, self.test)
+    }
+}
+
+/// Saved and read in the command-line spelling, `0.7:0.15:0.15`.
+impl From<SplitRatios> for String {
+    fn from(ratios: SplitRatios) -> String {
+        ratios.to_string()
+    }
+}
+
+impl TryFrom<String> for SplitRatios {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
     }
 }
 

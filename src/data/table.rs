@@ -131,6 +131,30 @@ impl Table {
         )
     }
 
+    /// The columns named `columns`, in that order; `source` names the table in errors.
+    pub fn select_columns(&self, columns: &[String], source: &Path) -> Result<Table, DataError> {
+        let positions = columns
+            .iter()
+            .map(|name| {
+                self.columns
+                    .iter()
+                    .position(|c| c == name)
+                    .ok_or_else(|| DataError::CsvColumn {
+                        path: source.to_path_buf(),
+                        column: name.clone(),
+                        available: self.columns.join(", "),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let values = (0..self.rows())
+            .flat_map(|i| positions.iter().map(move |&p| self.row(i)[p]))
+            .collect();
+        Ok(Table {
+            columns: columns.to_vec(),
+            values,
+        })
+    }
+
     /// The rows at `indices`, in that order.
     pub fn select_rows(&self, indices: &[usize]) -> Table {
         let mut values = Vec::with_capacity(indices.len() * self.width());

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// An element-wise nonlinearity.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "String", into = "String")]
 pub enum Activation {
     /// σ(x) = 1 / (1 + e^-x).
     Sigmoid,
@@ -46,6 +46,21 @@ impl fmt::Display for Activation {
             Activation::Tanh => f.write_str("tanh"),
             Activation::Relu => f.write_str("relu"),
         }
+    }
+}
+
+/// Saved and read (config files, `config.json`) in the command-line spelling.
+impl From<Activation> for String {
+    fn from(activation: Activation) -> String {
+        activation.to_string()
+    }
+}
+
+impl TryFrom<String> for Activation {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
     }
 }
 

@@ -5,12 +5,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use burn::module::Module;
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::train::LearnerSummary;
 
 use super::TrainError;
+use super::recorder::ModelRecorder;
+use super::resume::CHECKPOINT_DIR;
 use crate::plot::{Axis, Panel, Scale, Series, plot_panels};
 
 /// File name of the final model record.
@@ -19,26 +20,6 @@ pub const MODEL_FILE: &str = "model.mpk";
 pub const CONFIG_FILE: &str = "config.json";
 /// File name of the loss/accuracy figure.
 pub const CURVES_FILE: &str = "curves.png";
-
-/// The recorder of the final model and of the per-epoch checkpoints: full precision, so
-/// that restoring the best epoch gives back exactly its weights.
-pub type ModelRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
-
-/// Creates `dir` and clears what an earlier run left there, so that the metric logs, the
-/// curves and the checkpoints describe this run only. Other files are left alone.
-pub(crate) fn prepare_artifact_dir(dir: &Path) -> Result<(), TrainError> {
-    let io_err = |source| TrainError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    for stale in ["train", "valid", "checkpoint"] {
-        let path = dir.join(stale);
-        if path.exists() {
-            std::fs::remove_dir_all(&path).map_err(io_err)?;
-        }
-    }
-    std::fs::create_dir_all(dir).map_err(io_err)
-}
 
 /// Writes `bytes` to `path` through a temporary file and a rename.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
@@ -62,16 +43,12 @@ pub fn save_config<C: serde::Serialize>(dir: &Path, config: &C) -> Result<PathBu
 /// Saves the weights of `model` in full precision as `dir/model.mpk`.
 pub fn save_model<B: Backend, M: Module<B>>(dir: &Path, model: M) -> Result<PathBuf, TrainError> {
     let path = dir.join(MODEL_FILE);
-    // The recorder sets the ".mpk" extension itself.
-    let tmp_stem = dir.join("model-partial");
-    let record_err = |reason: String| TrainError::Record {
-        path: path.clone(),
-        reason,
-    };
     model
-        .save_file(&tmp_stem, &ModelRecorder::new())
-        .map_err(|e| record_err(e.to_string()))?;
-    fs::rename(tmp_stem.with_extension("mpk"), &path).map_err(|e| record_err(e.to_string()))?;
+        .save_file(&path, &ModelRecorder::new())
+        .map_err(|e| TrainError::Record {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
     Ok(path)
 }
 
@@ -102,25 +79,18 @@ pub fn restore_best_epoch<B: Backend, M: Module<B>>(
     model: M,
     device: &B::Device,
 ) -> Result<BestEpoch<M>, TrainError> {
-    let logs_err = |reason: String| TrainError::Logs {
-        dir: dir.to_path_buf(),
-        reason,
-    };
-    let summary = LearnerSummary::new(dir, &["Loss"]).map_err(logs_err)?;
-    let entries = summary
-        .metrics
-        .valid
+    let losses = valid_losses(dir)?;
+    let epoch = losses
         .iter()
-        .find(|m| m.name == "Loss")
-        .map_or(&[][..], |loss| &loss.entries[..]);
-    let epoch = entries
-        .iter()
-        .filter(|e| e.value.is_finite())
-        .min_by(|a, b| a.value.total_cmp(&b.value))
-        .map(|e| e.step)
-        .ok_or_else(|| logs_err("no finite validation loss was logged".into()))?;
-    let last = entries.iter().map(|e| e.step).max().unwrap_or(epoch);
-    let checkpoints = dir.join("checkpoint");
+        .filter(|(_, loss)| loss.is_finite())
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|&(epoch, _)| epoch)
+        .ok_or_else(|| TrainError::Logs {
+            dir: dir.to_path_buf(),
+            reason: "no finite validation loss was logged".into(),
+        })?;
+    let last = losses.iter().map(|&(e, _)| e).max().unwrap_or(epoch);
+    let checkpoints = dir.join(CHECKPOINT_DIR);
     let model = load_record(
         &checkpoints.join(format!("model-{epoch}.mpk")),
         model,
@@ -132,6 +102,21 @@ pub fn restore_best_epoch<B: Backend, M: Module<B>>(
         epoch,
         epochs: last,
     })
+}
+
+/// `(epoch, mean validation loss)` of every epoch in the metric logs of `dir`.
+pub fn valid_losses(dir: &Path) -> Result<Vec<(usize, f64)>, TrainError> {
+    let summary = LearnerSummary::new(dir, &["Loss"]).map_err(|reason| TrainError::Logs {
+        dir: dir.to_path_buf(),
+        reason,
+    })?;
+    Ok(summary
+        .metrics
+        .valid
+        .iter()
+        .find(|m| m.name == "Loss")
+        .map(|loss| loss.entries.iter().map(|e| (e.step, e.value)).collect())
+        .unwrap_or_default())
 }
 
 /// Deletes the checkpoint files (`<name>-<epoch>.mpk`) of every epoch not in `keep`.
@@ -154,23 +139,80 @@ fn prune_checkpoints(dir: &Path, keep: &[usize]) -> Result<(), TrainError> {
     Ok(())
 }
 
-fn load_record<B: Backend, M: Module<B>>(
+/// Loads the record at `path` into `model`, refusing one whose parameters have other shapes
+/// (Burn would take them silently and build another network).
+pub(crate) fn load_record<B: Backend, M: Module<B>>(
     path: &Path,
     model: M,
     device: &B::Device,
 ) -> Result<M, TrainError> {
+    let load_err = |reason: String| TrainError::Load {
+        path: path.to_path_buf(),
+        reason,
+    };
     if !path.is_file() {
-        return Err(TrainError::Load {
-            path: path.to_path_buf(),
-            reason: "no such file".into(),
-        });
+        return Err(load_err("no such file".into()));
     }
-    model
+    let expected = ParamShapes::of(&model);
+    let loaded = model
         .load_file(path.to_path_buf(), &ModelRecorder::new(), device)
-        .map_err(|e| TrainError::Load {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })
+        .map_err(|e| load_err(e.to_string()))?;
+    let found = ParamShapes::of(&loaded);
+    if let Some(((name, want), (_, got))) = expected
+        .0
+        .iter()
+        .zip(&found.0)
+        .find(|(want, got)| want != got)
+    {
+        return Err(load_err(format!(
+            "it holds another network: `{name}` is {got:?} there, {want:?} in this config"
+        )));
+    }
+    if expected.0.len() != found.0.len() {
+        return Err(load_err(format!(
+            "it holds another network: {} parameters there, {} in this config",
+            found.0.len(),
+            expected.0.len()
+        )));
+    }
+    Ok(loaded)
+}
+
+/// Each float parameter of a module as (path, shape), in visiting order.
+struct ParamShapes(Vec<(String, Vec<usize>)>);
+
+impl ParamShapes {
+    fn of<B: Backend, M: Module<B>>(module: &M) -> Self {
+        let mut collector = ShapeCollector {
+            path: Vec::new(),
+            shapes: Vec::new(),
+        };
+        module.visit(&mut collector);
+        ParamShapes(collector.shapes)
+    }
+}
+
+struct ShapeCollector {
+    path: Vec<String>,
+    shapes: Vec<(String, Vec<usize>)>,
+}
+
+impl<B: Backend> ModuleVisitor<B> for ShapeCollector {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let path = self.path.iter().filter(|p| !p.is_empty()).cloned();
+        self.shapes.push((
+            path.collect::<Vec<_>>().join("."),
+            param.val().dims().to_vec(),
+        ));
+    }
 }
 
 /// Draws one panel per `(metric, y-axis label)` with the train and valid values per epoch,

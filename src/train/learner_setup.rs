@@ -1,55 +1,130 @@
-//! The burn-train settings every cubenet run shares, whatever it trains.
+//! The burn-train settings every cubenet run shares, whatever it trains, and what is
+//! checked when training returns.
 
 use std::io::IsTerminal;
+use std::path::Path;
 
 use burn::lr_scheduler::LrScheduler;
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, Module};
 use burn::optim::Optimizer;
 use burn::tensor::backend::AutodiffBackend;
-use burn::train::metric::store::{Aggregate, Direction, Split};
-use burn::train::metric::{CudaMetric, LossMetric};
+use burn::train::metric::{Adaptor, CudaMetric, ItemLazy};
 use burn::train::{
-    InferenceStep, LearningComponentsMarker, MetricEarlyStoppingStrategy, StoppingCondition,
-    SupervisedTraining, TrainStep,
+    InferenceStep, LearningComponentsMarker, LearningResult, SupervisedTraining, TrainStep,
 };
 
-use super::artifacts::ModelRecorder;
+use super::artifacts::{BestEpoch, restore_best_epoch, valid_losses};
 use super::checkpoints::SaveEveryEpoch;
+use super::early_stopping::{PatienceStopping, patience_exhausted};
+use super::recorder::ModelRecorder;
+use super::watch::{StepLoss, TrainingWatch};
+use super::{EpochLineRenderer, TrainError};
 use crate::backend::BackendKind;
 
-/// Full-precision checkpoints of every epoch ([`super::restore_best_epoch`] reloads the best
-/// and prunes the others but the last), early stopping
-/// after `patience` epochs without a lower validation loss, CUDA statistics on CUDA, and
-/// one line per epoch instead of the dashboard when stdout is not a terminal.
+/// How long a run trains and where it starts.
+#[derive(Debug, Clone, Copy)]
+pub struct RunLength {
+    pub epochs: usize,
+    /// Stop after this many epochs without a lower validation loss.
+    pub patience: usize,
+    /// The epoch a resumed run continues after (see [`super::begin_run`]).
+    pub resume_after: Option<usize>,
+}
+
+impl RunLength {
+    /// The run's length; a resumed run whose early stopping had already fired at the resume
+    /// point (its metric logs in `dir` say so) trains no further.
+    pub fn new(
+        dir: &Path,
+        epochs: usize,
+        patience: usize,
+        resume_after: Option<usize>,
+    ) -> Result<Self, TrainError> {
+        let mut epochs = epochs;
+        if let Some(after) = resume_after {
+            let losses: Vec<f64> = valid_losses(dir)?
+                .into_iter()
+                .filter(|&(epoch, _)| epoch <= after)
+                .map(|(_, loss)| loss)
+                .collect();
+            if patience_exhausted(&losses, patience) {
+                epochs = epochs.min(after);
+            }
+        }
+        Ok(Self {
+            epochs,
+            patience,
+            resume_after,
+        })
+    }
+}
+
+/// Full-precision checkpoints of every epoch, written atomically ([`restore_best_epoch`]
+/// reloads the best and prunes the others but the last), early stopping on the validation
+/// loss, the resume point, the [`TrainingWatch`], CUDA statistics on the CUDA dashboard,
+/// and one line per epoch instead of the dashboard when stdout is not a terminal.
 pub fn with_run_settings<B, LR, M, O>(
     training: SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
-    epochs: usize,
-    patience: usize,
+    length: RunLength,
     backend: BackendKind,
-) -> SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>
+) -> (
+    SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
+    TrainingWatch,
+)
 where
     B: AutodiffBackend,
     LR: LrScheduler + 'static,
     M: TrainStep + AutodiffModule<B> + core::fmt::Display + 'static,
     M::InnerModule: InferenceStep,
     O: Optimizer<M, B> + 'static,
+    <M::Output as ItemLazy>::ItemSync: Adaptor<StepLoss> + Adaptor<()>,
 {
+    let watch = TrainingWatch::new(training.interrupter());
     let mut training = training
         .with_file_checkpointer(ModelRecorder::new())
         .with_checkpointing_strategy(SaveEveryEpoch)
-        .early_stopping(MetricEarlyStoppingStrategy::new(
-            &LossMetric::<B>::new(),
-            Aggregate::Mean,
-            Direction::Lowest,
-            Split::Valid,
-            StoppingCondition::NoImprovementSince { n_epochs: patience },
-        ))
-        .num_epochs(epochs);
-    if backend == BackendKind::Cuda {
-        training = training.metric_train(CudaMetric::new());
+        .early_stopping(PatienceStopping {
+            patience: length.patience,
+        })
+        .metric_train(watch.clone())
+        .num_epochs(length.epochs);
+    if let Some(epoch) = length.resume_after {
+        training = training.checkpoint(epoch);
     }
-    if !std::io::stdout().is_terminal() {
-        training = training.renderer(super::EpochLineRenderer::default());
+    if std::io::stdout().is_terminal() {
+        // NVML statistics are a query per step: worth it on the dashboard, which shows them.
+        if backend == BackendKind::Cuda {
+            training = training.metric_train(CudaMetric::new());
+        }
+    } else {
+        training = training.renderer(EpochLineRenderer::default());
     }
-    training
+    (training, watch)
+}
+
+/// What a finished `launch` leaves: an error if the watch stopped it, otherwise the best
+/// epoch's model restored from its checkpoint. `learning_rate` goes into the hint.
+pub fn finish_run<B, M>(
+    dir: &Path,
+    result: LearningResult<M>,
+    watch: &TrainingWatch,
+    learning_rate: f64,
+    device: &B::Device,
+) -> Result<BestEpoch<M>, TrainError>
+where
+    B: burn::prelude::Backend,
+    M: Module<B>,
+{
+    // Dropping the renderer closes the dashboard before anything else is printed.
+    drop(result.renderer);
+    if let Some(failure) = watch.failure() {
+        return Err(TrainError::NonFiniteLoss {
+            epoch: failure.epoch,
+            step: failure.step,
+            loss: failure.loss,
+            learning_rate,
+            last_good: super::last_complete_checkpoint(dir)?,
+        });
+    }
+    restore_best_epoch(dir, result.model, device)
 }

@@ -14,13 +14,14 @@ use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
 use burn::train::{Learner, SupervisedTraining};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
-use super::artifacts::{
-    plot_learning_curves, prepare_artifact_dir, restore_best_epoch, save_config, save_model,
-};
-use super::learner_setup::with_run_settings;
-use super::{MnistTrainingConfig, TrainError};
+use super::artifacts::{plot_learning_curves, save_config, save_model};
+use super::learner_setup::{RunLength, finish_run, with_run_settings};
+use super::resume::{begin_run, check_checkpoint_fits};
+use super::{MnistTrainingConfig, RunError, TrainError};
 use crate::backend::{BackendKind, BackendTask};
-use crate::data::{DataError, MnistBatcher, MnistData, MnistSource, MnistSubset, Split};
+use crate::data::{
+    DataError, EpochShuffled, MnistBatcher, MnistData, MnistSource, MnistSubset, Split,
+};
 use crate::model::MnistModel;
 
 /// Images per batch when evaluating (no gradients, so larger than training batches).
@@ -50,25 +51,32 @@ impl MnistSplits {
 
 /// Trains the configured model on `splits.train` (validating on `splits.valid`), writes the
 /// artifacts into `artifact_dir` and returns the model of the epoch with the lowest
-/// validation loss.
+/// validation loss. With `resume`, continues from the last complete checkpoint there.
 pub fn train<B: AutodiffKernelBackend>(
     config: &MnistTrainingConfig,
     splits: &MnistSplits,
     artifact_dir: &Path,
     backend: BackendKind,
+    resume: bool,
     device: &B::Device,
 ) -> Result<MnistModel<B::InnerBackend>, TrainError> {
     config.validate()?;
-    prepare_artifact_dir(artifact_dir)?;
+    let resume_after = begin_run(artifact_dir, config, resume)?;
     B::seed(device, config.seed);
     let model = config.model.init::<B>(device)?;
+    if let Some(epoch) = resume_after {
+        check_checkpoint_fits(artifact_dir, epoch, &model, device)?;
+    }
 
-    let train_loader = DataLoaderBuilder::new(MnistBatcher)
-        .batch_size(config.batch_size)
-        .shuffle(config.seed)
-        .num_workers(config.workers)
-        .set_device(device.clone())
-        .build(splits.train.clone());
+    let train_loader = EpochShuffled::build(
+        DataLoaderBuilder::new(MnistBatcher)
+            .batch_size(config.batch_size)
+            .num_workers(config.workers)
+            .set_device(device.clone()),
+        splits.train.clone(),
+        config.seed,
+        resume_after.map_or(1, |epoch| epoch + 1),
+    );
     let valid_loader = DataLoaderBuilder::new(MnistBatcher)
         .batch_size(EVAL_BATCH.max(config.batch_size))
         .num_workers(config.workers)
@@ -78,7 +86,8 @@ pub fn train<B: AutodiffKernelBackend>(
     let training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .metric_train_numeric(LearningRateMetric::new());
-    let training = with_run_settings(training, config.epochs, config.patience, backend);
+    let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
+    let (training, watch) = with_run_settings(training, length, backend);
     let optimizer = AdamConfig::new().init();
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * splits.train.len().div_ceil(config.batch_size);
@@ -86,10 +95,7 @@ pub fn train<B: AutodiffKernelBackend>(
         .init()
         .map_err(TrainError::Config)?;
     let result = training.launch(Learner::new(model, optimizer, schedule));
-    // Dropping the renderer closes the dashboard before anything else is printed.
-    drop(result.renderer);
-
-    let model = restore_best_epoch(artifact_dir, result.model, device)?.model;
+    let model = finish_run(artifact_dir, result, &watch, config.learning_rate, device)?.model;
     save_config(artifact_dir, config)?;
     save_model(artifact_dir, model.clone())?;
     plot_learning_curves(
@@ -106,6 +112,16 @@ pub struct MnistRun {
     pub config: MnistTrainingConfig,
     pub source: MnistSource,
     pub artifact_dir: PathBuf,
+    /// Continue from the last complete checkpoint in `artifact_dir`.
+    pub resume: bool,
+}
+
+impl MnistRun {
+    /// Runs on `backend` and returns the test accuracy (0 to 1). Not generic, so the
+    /// training code is compiled once, here, for every backend in the build.
+    pub fn launch(self, backend: BackendKind) -> Result<f64, RunError> {
+        Ok(crate::backend::run_on(backend, self)??)
+    }
 }
 
 impl BackendTask for MnistRun {
@@ -115,7 +131,14 @@ impl BackendTask for MnistRun {
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
         self.config.validate()?;
         let splits = MnistSplits::load(&self.source, &self.config)?;
-        let model = train::<B>(&self.config, &splits, &self.artifact_dir, kind, &device)?;
+        let model = train::<B>(
+            &self.config,
+            &splits,
+            &self.artifact_dir,
+            kind,
+            self.resume,
+            &device,
+        )?;
         Ok(evaluate(&model, &splits.test, &device))
     }
 }

@@ -4,25 +4,43 @@
 mod artifacts;
 mod checkpoints;
 mod config;
+mod early_stopping;
 mod epoch_lines;
 mod learner_setup;
 mod mnist;
+mod recorder;
+mod resume;
 pub mod tabular;
+mod watch;
 
 use std::path::PathBuf;
 
 pub use artifacts::{
-    BestEpoch, CONFIG_FILE, CURVES_FILE, MODEL_FILE, ModelRecorder, load_model,
-    plot_learning_curves, restore_best_epoch, save_config, save_model, write_atomically,
+    BestEpoch, CONFIG_FILE, CURVES_FILE, MODEL_FILE, load_model, plot_learning_curves,
+    restore_best_epoch, save_config, save_model, valid_losses, write_atomically,
 };
 pub use checkpoints::SaveEveryEpoch;
 pub use config::MnistTrainingConfig;
+pub use early_stopping::{PatienceStopping, patience_exhausted};
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
+pub use learner_setup::{RunLength, finish_run, with_run_settings};
 pub use mnist::{MnistRun, MnistSplits, accuracy_line, evaluate, train};
+pub use recorder::ModelRecorder;
+pub use resume::{CHECKPOINT_DIR, begin_run, last_complete_checkpoint};
+pub use watch::{NonFiniteLoss, StepLoss, TrainingWatch};
 
 use crate::data::DataError;
 use crate::model::ModelError;
 use crate::plot::PlotError;
+
+/// Why a whole run (backend chosen at run time) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Backend(#[from] crate::backend::BackendError),
+    #[error(transparent)]
+    Train(#[from] TrainError),
+}
 
 /// Why a run could not train or save its results.
 #[derive(Debug, thiserror::Error)]
@@ -47,4 +65,21 @@ pub enum TrainError {
     Logs { dir: PathBuf, reason: String },
     #[error(transparent)]
     Plot(#[from] PlotError),
+    #[error("cannot resume the run in {}: {reason}", dir.display())]
+    Resume { dir: PathBuf, reason: String },
+    #[error(
+        "training stopped: the loss became {loss} at epoch {epoch}, step {step}; the likely \
+         cause is a learning rate too high for this model ({learning_rate}): lower it{}",
+        match last_good {
+            Some(epoch) => format!(" and --resume from the last good checkpoint (epoch {epoch})"),
+            None => String::new(),
+        }
+    )]
+    NonFiniteLoss {
+        epoch: usize,
+        step: usize,
+        loss: f64,
+        learning_rate: f64,
+        last_good: Option<usize>,
+    },
 }

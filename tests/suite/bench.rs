@@ -14,7 +14,7 @@ use cubenet::bench::{
 use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
 use cubenet::model::KernelPath;
 
-use crate::common::{example_binary, mnist_source};
+use crate::common::mnist_source;
 
 /// A report exactly as `pytorch_reference.py` writes it (its schema is the contract).
 const PYTORCH_JSON: &str = r#"{
@@ -283,16 +283,16 @@ fn committed_benchmark_tables_match_their_reports() {
     }
 }
 
-fn run_backend_swap(args: &[&str], out: &Path) -> std::process::Output {
-    let mut command = Command::new(example_binary("backend_swap"));
-    command.args(args).arg("--out").arg(out);
-    command.output().expect("example binary runs")
+fn run_bench(args: &[&str], out: &Path) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cubenet"));
+    command.arg("bench").args(args).arg("--out").arg(out);
+    command.output().expect("cubenet runs")
 }
 
 /// The tiny ndarray sweep CI runs: both CPU variants (the second in its single-thread child
 /// process), the real epoch, every output file, then a merge of PyTorch's report.
 #[test]
-fn backend_swap_runs_a_tiny_cpu_sweep_end_to_end() {
+fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut args = vec![
@@ -325,7 +325,7 @@ fn backend_swap_runs_a_tiny_cpu_sweep_end_to_end() {
         data_dir = dir.display().to_string();
         args.extend(["--data-dir", &data_dir]);
     }
-    let output = run_backend_swap(&args, &out);
+    let output = run_bench(&args, &out);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
 
@@ -384,7 +384,7 @@ fn backend_swap_runs_a_tiny_cpu_sweep_end_to_end() {
         "--merge",
         pytorch.to_str().unwrap(),
     ];
-    let output = run_backend_swap(&merge_args, &merged_dir);
+    let output = run_bench(&merge_args, &merged_dir);
     assert!(
         output.status.success(),
         "{}",
@@ -397,7 +397,7 @@ fn backend_swap_runs_a_tiny_cpu_sweep_end_to_end() {
 }
 
 #[test]
-fn backend_swap_user_errors_are_one_line_and_exit_code_2() {
+fn bench_user_errors_are_one_line_and_exit_code_2() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(&[&str], &str); 3] = [
         (
@@ -414,7 +414,7 @@ fn backend_swap_user_errors_are_one_line_and_exit_code_2() {
         ),
     ];
     for (args, named) in cases {
-        let output = run_backend_swap(args, dir.path());
+        let output = run_bench(args, dir.path());
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");

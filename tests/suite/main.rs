@@ -1,6 +1,7 @@
 //! Integration tests, in one crate so that Burn is linked once.
 
 mod bench;
+mod cli;
 mod common;
 mod kernel_paths;
 mod mnist_data;

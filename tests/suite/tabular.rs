@@ -7,7 +7,7 @@ use burn::backend::{Autodiff, NdArray};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use cubenet::backend::BackendKind;
-use cubenet::data::{DataError, SplitRatios, Table, synthetic};
+use cubenet::data::{DataError, SplitRatios, Table, TableSource, synthetic};
 use cubenet::model::{Activation, MlpConfig, ModelError, TabularNet, Task};
 use cubenet::train::TrainError;
 use cubenet::train::tabular::{
@@ -47,6 +47,7 @@ fn xor_net_gets_all_four_points() {
         &splits,
         dir.path(),
         BackendKind::Ndarray,
+        false,
         &Default::default(),
     )
     .unwrap();
@@ -83,12 +84,13 @@ fn train_quadrants(dir: &Path) -> (TabularModel<NdArray>, Rows, TestMetrics) {
     let csv = dir.join("quadrants.csv");
     synthetic::quadrants(8000, 3).write_csv(&csv).unwrap();
     let config = quadrant_config();
-    let splits = TabularSplits::load(&csv, &config).unwrap();
+    let splits = TabularSplits::load(&TableSource::Csv(csv.clone()), &config).unwrap();
     let (model, report) = train::<Cpu>(
         &config,
         &splits,
         dir,
         BackendKind::Ndarray,
+        false,
         &Default::default(),
     )
     .unwrap();
@@ -177,13 +179,14 @@ fn multiclass_finds_its_classes_and_learns() {
         })
         .with_batch_size(Some(64))
         .with_epochs(15);
-    let splits = TabularSplits::load(&csv, &config).unwrap();
+    let splits = TabularSplits::load(&TableSource::Csv(csv.clone()), &config).unwrap();
     assert_eq!(splits.classes, 4);
     let (model, report) = train::<Cpu>(
         &config,
         &splits,
         dir.path(),
         BackendKind::Ndarray,
+        false,
         &Default::default(),
     )
     .unwrap();
@@ -313,21 +316,25 @@ fn targets_must_fit_the_task() {
     let csv = dir.path().join("t.csv");
     std::fs::write(&csv, "a,y\n1,0\n2,1\n3,2\n4,1\n5,0\n6,1\n7,0\n").unwrap();
     let config = |task| TabularConfig::new(strings(&["a"]), strings(&["y"]), task);
-    let err = TabularSplits::load(&csv, &config(Task::Binary)).unwrap_err();
+    let err =
+        TabularSplits::load(&TableSource::Csv(csv.clone()), &config(Task::Binary)).unwrap_err();
     assert!(
         err.to_string()
             .ends_with("t.csv data row 3, column `y`: binary targets are 0 or 1, got 2"),
         "{err}"
     );
-    let err = TabularSplits::load(&csv, &config(Task::Multiclass).with_classes(Some(2)))
-        .unwrap_err()
-        .to_string();
+    let err = TabularSplits::load(
+        &TableSource::Csv(csv.clone()),
+        &config(Task::Multiclass).with_classes(Some(2)),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         err.contains("data row 3") && err.contains("label 2"),
         "{err}"
     );
     std::fs::write(&csv, "a,y\n1,0\n2,1.5\n3,1\n").unwrap();
-    let err = TabularSplits::load(&csv, &config(Task::Multiclass))
+    let err = TabularSplits::load(&TableSource::Csv(csv.clone()), &config(Task::Multiclass))
         .unwrap_err()
         .to_string();
     assert!(

@@ -30,7 +30,15 @@ fn seeded_simple_cnn_learns_digits_from_2000_images() {
 
     let dir = tempfile::tempdir().unwrap();
     let device = Default::default();
-    let model = train::<B>(&config, &splits, dir.path(), BackendKind::Ndarray, &device).unwrap();
+    let model = train::<B>(
+        &config,
+        &splits,
+        dir.path(),
+        BackendKind::Ndarray,
+        false,
+        &device,
+    )
+    .unwrap();
     let accuracy = evaluate(&model, &splits.test, &device);
     assert!(accuracy >= 0.85, "test accuracy {accuracy}");
 
@@ -56,7 +64,15 @@ fn mlp_trains_on_flattened_digits() {
     let splits = MnistSplits::load(&crate::common::mnist_source(), &config).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let device = Default::default();
-    let model = train::<B>(&config, &splits, dir.path(), BackendKind::Ndarray, &device).unwrap();
+    let model = train::<B>(
+        &config,
+        &splits,
+        dir.path(),
+        BackendKind::Ndarray,
+        false,
+        &device,
+    )
+    .unwrap();
     let accuracy = evaluate(&model, &splits.test, &device);
     assert!(accuracy >= 0.75, "test accuracy {accuracy}");
 }

@@ -12,18 +12,24 @@ use crate::train::TrainError;
 
 /// How the weights move.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum OptimizerConfig {
     /// The seeds' update: Δw(t+1) = −η ∂E/∂w + α Δw(t) − η λ w, with learning rate η,
     /// momentum α and L2 penalty λ (Burn's SGD with undampened momentum and weight decay
     /// computes exactly this).
     Sgd {
         learning_rate: f64,
+        #[serde(default)]
         momentum: f64,
+        #[serde(default)]
         l2: f64,
     },
     /// Adam with an L2 penalty λ added to the gradient.
-    Adam { learning_rate: f64, l2: f64 },
+    Adam {
+        learning_rate: f64,
+        #[serde(default)]
+        l2: f64,
+    },
 }
 
 impl Default for OptimizerConfig {

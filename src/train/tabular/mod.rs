@@ -21,11 +21,12 @@ pub use config::{OptimizerConfig, TabularConfig};
 pub use metrics::{RegressionMetrics, TestMetrics};
 pub use model_files::{PREPROCESSING_FILE, TabularModel};
 
-use super::TrainError;
-use super::artifacts::{BestEpoch, plot_learning_curves, prepare_artifact_dir, restore_best_epoch};
-use super::learner_setup::with_run_settings;
+use super::artifacts::{BestEpoch, plot_learning_curves};
+use super::learner_setup::{RunLength, finish_run, with_run_settings};
+use super::resume::{begin_run, check_checkpoint_fits};
+use super::{RunError, TrainError};
 use crate::backend::{BackendKind, BackendTask};
-use crate::data::{DataError, DeviceRows, Standardizer, Table};
+use crate::data::{DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource};
 use crate::model::{TabularNet, Task};
 
 /// Rows per batch when validating (no gradients, so it can be larger than training's).
@@ -51,18 +52,18 @@ pub struct TabularSplits {
 }
 
 impl TabularSplits {
-    /// Reads the configured columns of `csv`, checks the targets against the task, and
+    /// Reads the configured columns of `source`, checks the targets against the task, and
     /// splits and standardizes as `config` says.
-    pub fn load(csv: &Path, config: &TabularConfig) -> Result<Self, TrainError> {
+    pub fn load(source: &TableSource, config: &TabularConfig) -> Result<Self, TrainError> {
         let columns: Vec<String> = config
             .features
             .iter()
             .chain(&config.targets)
             .cloned()
             .collect();
-        let table = Table::read_csv(csv, &columns)?;
+        let table = source.load(&columns)?;
         let (inputs, targets) = table.split_columns(config.features.len());
-        let classes = check_targets(csv, config, &targets)?;
+        let classes = check_targets(&source.name(), config, &targets)?;
         let [train, valid, test] = config
             .split
             .split(table.rows(), config.seed)
@@ -143,18 +144,30 @@ pub struct TabularReport {
     pub epochs: usize,
     /// The epoch whose weights were kept (lowest validation loss).
     pub best_epoch: usize,
-    /// Wall time of training and validation, all epochs.
+    /// Wall time of training and validation, all epochs this process ran.
     pub train_seconds: f64,
-    /// Training rows processed per second of that wall time.
-    pub rows_per_second: f64,
+    /// Wall time of each epoch this process ran, validation included. On a GPU the first
+    /// also compiles and autotunes the kernels (once per machine and shape).
+    pub epoch_seconds: Vec<f64>,
     /// Metrics on the test split, when it has rows.
     pub test: Option<TestMetrics>,
 }
 
 impl TabularReport {
-    /// Wall time per epoch, validation included.
+    /// The steady pace: mean wall time of the epochs after the first (the first when it is
+    /// the only one).
     pub fn seconds_per_epoch(&self) -> f64 {
-        self.train_seconds / self.epochs.max(1) as f64
+        let later = self
+            .epoch_seconds
+            .get(1..)
+            .filter(|later| !later.is_empty());
+        let epochs = later.unwrap_or(&self.epoch_seconds);
+        epochs.iter().sum::<f64>() / epochs.len().max(1) as f64
+    }
+
+    /// Training rows per second at the steady pace.
+    pub fn rows_per_second(&self) -> f64 {
+        self.rows[0] as f64 / self.seconds_per_epoch()
     }
 }
 
@@ -165,12 +178,17 @@ impl std::fmt::Display for TabularReport {
         writeln!(f, "rows: {train} train, {valid} valid, {test} test")?;
         write!(
             f,
-            "trained {} epochs (kept epoch {}) in {:.2} s: {:.3} s/epoch, {:.0} rows/s",
-            self.epochs,
-            self.best_epoch,
-            self.train_seconds,
+            "trained {} epochs (kept epoch {}) in {:.2} s: ",
+            self.epochs, self.best_epoch, self.train_seconds,
+        )?;
+        if let [first, _, ..] = self.epoch_seconds[..] {
+            write!(f, "first epoch {first:.3} s, then ")?;
+        }
+        write!(
+            f,
+            "{:.3} s/epoch, {:.0} rows/s",
             self.seconds_per_epoch(),
-            self.rows_per_second
+            self.rows_per_second()
         )?;
         if let Some(test) = &self.test {
             write!(f, "\n{test}")?;
@@ -181,49 +199,48 @@ impl std::fmt::Display for TabularReport {
 
 /// Trains the configured network on `splits`, writes the artifacts (config, preprocessing,
 /// model, metric logs, `curves.png`) into `artifact_dir` and returns the model of the epoch
-/// with the lowest validation loss.
+/// with the lowest validation loss. With `resume`, continues from the last complete
+/// checkpoint in `artifact_dir`.
 pub fn train<B: AutodiffKernelBackend>(
     config: &TabularConfig,
     splits: &TabularSplits,
     artifact_dir: &Path,
     backend: BackendKind,
+    resume: bool,
     device: &B::Device,
 ) -> Result<(TabularModel<B::InnerBackend>, TabularReport), TrainError> {
     config.validate()?;
-    prepare_artifact_dir(artifact_dir)?;
     let mut config = config.clone();
     if config.task == Task::Multiclass {
         config.classes = Some(splits.classes);
     }
+    let resume_after = begin_run(artifact_dir, &config, resume)?;
     B::seed(device, config.seed);
     let net = TabularNet {
         mlp: config.mlp(splits.classes).init::<B>(device)?,
         task: config.task,
     };
+    if let Some(epoch) = resume_after {
+        check_checkpoint_fits(artifact_dir, epoch, &net, device)?;
+    }
 
     let start = Instant::now();
-    let net = match config.optimizer {
-        OptimizerConfig::Sgd { momentum, l2, .. } => fit(
-            &config,
-            splits,
-            artifact_dir,
-            backend,
-            device,
-            net,
-            OptimizerConfig::sgd(momentum, l2).init(),
-        ),
-        OptimizerConfig::Adam { l2, .. } => fit(
-            &config,
-            splits,
-            artifact_dir,
-            backend,
-            device,
-            net,
-            OptimizerConfig::adam(l2).init(),
-        ),
+    let fit = Fit {
+        config: &config,
+        splits,
+        artifact_dir,
+        backend,
+        resume_after,
+        device,
+    };
+    let fitted = match config.optimizer {
+        OptimizerConfig::Sgd { momentum, l2, .. } => {
+            fit.run(net, OptimizerConfig::sgd(momentum, l2).init())
+        }
+        OptimizerConfig::Adam { l2, .. } => fit.run(net, OptimizerConfig::adam(l2).init()),
     };
     let train_seconds = start.elapsed().as_secs_f64();
-    let best = net?;
+    let (best, epoch_seconds) = fitted?;
 
     let model = TabularModel {
         config,
@@ -249,73 +266,86 @@ pub fn train<B: AutodiffKernelBackend>(
         epochs: best.epochs,
         best_epoch: best.epoch,
         train_seconds,
-        rows_per_second: (best.epochs * splits.train.inputs.rows()) as f64 / train_seconds,
+        epoch_seconds,
         test,
     };
     Ok((model, report))
 }
 
-/// burn-train's loop with optimizer `O` and the constant learning rate of the config; returns
-/// the best epoch's model.
-fn fit<B, O>(
-    config: &TabularConfig,
-    splits: &TabularSplits,
-    artifact_dir: &Path,
+/// One training call: what burn-train's loop needs besides the network and optimizer.
+struct Fit<'a, B: AutodiffKernelBackend> {
+    config: &'a TabularConfig,
+    splits: &'a TabularSplits,
+    artifact_dir: &'a Path,
     backend: BackendKind,
-    device: &B::Device,
-    net: TabularNet<B>,
-    optimizer: O,
-) -> Result<BestEpoch<TabularNet<B::InnerBackend>>, TrainError>
-where
-    B: AutodiffKernelBackend,
-    O: Optimizer<TabularNet<B>, B> + 'static,
-{
-    // The device copies are standardized; the splits stay raw for evaluation.
-    let standardized = |rows: &Rows| {
-        let mut inputs = rows.inputs.clone();
-        if let Some(s) = &splits.standardizer {
-            s.apply(&mut inputs);
-        }
-        inputs
-    };
-    let train_rows = splits.train.inputs.rows();
-    let batch = config.batch_size.unwrap_or(train_rows).min(train_rows);
-    let train_loader = DataLoaderBuilder::new(DeviceRows::<B>::new(
-        &standardized(&splits.train),
-        &splits.train.targets,
-        device,
-    ))
-    .batch_size(batch)
-    .shuffle(config.seed)
-    .set_device(device.clone())
-    .build(InMemDataset::new((0..train_rows).collect()));
-    let valid_rows = splits.valid.inputs.rows();
-    let valid_loader = DataLoaderBuilder::new(DeviceRows::<B::InnerBackend>::new(
-        &standardized(&splits.valid),
-        &splits.valid.targets,
-        device,
-    ))
-    .batch_size(VALID_BATCH.max(batch))
-    .set_device(device.clone())
-    .build(InMemDataset::new((0..valid_rows).collect()));
+    resume_after: Option<usize>,
+    device: &'a B::Device,
+}
 
-    let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
-        .metric_train_numeric(LossMetric::new())
-        .metric_valid_numeric(LossMetric::new());
-    if config.task.is_classification() {
-        training = training
-            .metric_train_numeric(AccuracyMetric::new())
-            .metric_valid_numeric(AccuracyMetric::new());
+impl<B: AutodiffKernelBackend> Fit<'_, B> {
+    /// burn-train's loop with optimizer `O` and the constant learning rate of the config;
+    /// returns the best epoch's model and the wall time of each epoch.
+    fn run<O>(
+        &self,
+        net: TabularNet<B>,
+        optimizer: O,
+    ) -> Result<(BestEpoch<TabularNet<B::InnerBackend>>, Vec<f64>), TrainError>
+    where
+        O: Optimizer<TabularNet<B>, B> + 'static,
+    {
+        let (config, splits, device) = (self.config, self.splits, self.device);
+        // The device copies are standardized; the splits stay raw for evaluation.
+        let standardized = |rows: &Rows| {
+            let mut inputs = rows.inputs.clone();
+            if let Some(s) = &splits.standardizer {
+                s.apply(&mut inputs);
+            }
+            inputs
+        };
+        let train_rows = splits.train.inputs.rows();
+        let batch = config.batch_size.unwrap_or(train_rows).min(train_rows);
+        let train_loader = EpochShuffled::build(
+            DataLoaderBuilder::new(DeviceRows::<B>::new(
+                &standardized(&splits.train),
+                &splits.train.targets,
+                device,
+            ))
+            .batch_size(batch)
+            .set_device(device.clone()),
+            InMemDataset::new((0..train_rows).collect()),
+            config.seed,
+            self.resume_after.map_or(1, |epoch| epoch + 1),
+        );
+        let valid_rows = splits.valid.inputs.rows();
+        let valid_loader = DataLoaderBuilder::new(DeviceRows::<B::InnerBackend>::new(
+            &standardized(&splits.valid),
+            &splits.valid.targets,
+            device,
+        ))
+        .batch_size(VALID_BATCH.max(batch))
+        .set_device(device.clone())
+        .build(InMemDataset::new((0..valid_rows).collect()));
+
+        let mut training = SupervisedTraining::new(self.artifact_dir, train_loader, valid_loader)
+            .metric_train_numeric(LossMetric::new())
+            .metric_valid_numeric(LossMetric::new());
+        if config.task.is_classification() {
+            training = training
+                .metric_train_numeric(AccuracyMetric::new())
+                .metric_valid_numeric(AccuracyMetric::new());
+        }
+        let length = RunLength::new(
+            self.artifact_dir,
+            config.epochs,
+            config.patience,
+            self.resume_after,
+        )?;
+        let (training, watch) = with_run_settings(training, length, self.backend);
+        let learning_rate = config.optimizer.learning_rate();
+        let result = training.launch(Learner::new(net, optimizer, learning_rate));
+        let best = finish_run(self.artifact_dir, result, &watch, learning_rate, device)?;
+        Ok((best, watch.epoch_seconds()))
     }
-    let training = with_run_settings(training, config.epochs, config.patience, backend);
-    let result = training.launch(Learner::new(
-        net,
-        optimizer,
-        config.optimizer.learning_rate(),
-    ));
-    // Dropping the renderer closes the dashboard before anything else is printed.
-    drop(result.renderer);
-    restore_best_epoch(artifact_dir, result.model, device)
 }
 
 /// A whole tabular run as one [`BackendTask`]: load and split the CSV, train, save,
@@ -323,8 +353,18 @@ where
 #[derive(Debug, Clone)]
 pub struct TabularRun {
     pub config: TabularConfig,
-    pub csv: PathBuf,
+    pub data: TableSource,
     pub artifact_dir: PathBuf,
+    /// Continue from the last complete checkpoint in `artifact_dir`.
+    pub resume: bool,
+}
+
+impl TabularRun {
+    /// Runs on `backend`. Not generic, so the training code is compiled once, here, for
+    /// every backend in the build.
+    pub fn launch(self, backend: BackendKind) -> Result<TabularReport, RunError> {
+        Ok(crate::backend::run_on(backend, self)??)
+    }
 }
 
 impl BackendTask for TabularRun {
@@ -332,8 +372,15 @@ impl BackendTask for TabularRun {
 
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
         self.config.validate()?;
-        let splits = TabularSplits::load(&self.csv, &self.config)?;
-        let (_, report) = train::<B>(&self.config, &splits, &self.artifact_dir, kind, &device)?;
+        let splits = TabularSplits::load(&self.data, &self.config)?;
+        let (_, report) = train::<B>(
+            &self.config,
+            &splits,
+            &self.artifact_dir,
+            kind,
+            self.resume,
+            &device,
+        )?;
         Ok(report)
     }
 }

@@ -1,19 +1,19 @@
-//! The same training step on every backend compiled in — ndarray on all cores and on one
-//! thread, CUDA and wgpu with Burn's kernels and with cubenet's — over seed 001's sweeps,
-//! plus per-phase breakdowns and one real MNIST epoch; tables, CSV, JSON and plots.
+//! `cubenet bench`, the backend-swap benchmark: the same training step on every backend
+//! compiled in — ndarray on all cores and on one thread, CUDA and wgpu with Burn's kernels
+//! and with cubenet's — over seed 001's sweeps, plus per-phase breakdowns and one real MNIST
+//! epoch; tables, CSV, JSON and plots.
 //!
 //! ```text
-//! cargo run --release --example backend_swap --features cuda -- \
+//! cargo run --release --features cuda -- bench \
 //!     --data-dir ../shared/datasets/mnist --merge pytorch.json
 //! ```
 //! `bench/pytorch_reference.py` measures PyTorch on the same GPU with the same protocol and
 //! schema; `--merge` puts its columns into the same tables.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
 use anyhow::{Context, bail};
-use clap::Parser;
 use cubenet::backend::BackendError;
 use cubenet::bench::{
     BenchModel, BenchPlan, EpochPlan, Measurement, Point, Protocol, Report, Sweep, Variant,
@@ -23,9 +23,8 @@ use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Parser, Serialize, Deserialize)]
-#[command(about = "Backend-swap benchmark: one training step, every backend, one table")]
-struct Args {
+#[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
+pub struct Args {
     /// Variants to run [default: every one compiled into this build]
     #[arg(long, value_enum, value_delimiter = ',')]
     variants: Vec<Variant>,
@@ -206,7 +205,7 @@ fn run_single_thread_child(args: &Args) -> anyhow::Result<Report> {
     };
     std::fs::write(&plan_path, serde_json::to_string(&child_args)?)?;
     let mut command = Command::new(std::env::current_exe()?);
-    command.arg("--child-plan").arg(&plan_path);
+    command.args(["bench", "--child-plan"]).arg(&plan_path);
     for var in THREAD_VARS {
         command.env(var, "1");
     }
@@ -281,7 +280,8 @@ fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+/// Measures, merges and writes the tables and plots.
+pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(plan) = &args.child_plan {
         let child: Args = serde_json::from_str(&std::fs::read_to_string(plan)?)?;
         return measure(&child, &child.variants()?, &mut Report::default());
@@ -313,14 +313,4 @@ fn run(args: Args) -> anyhow::Result<()> {
     println!("{}", report.markdown());
     eprintln!("results in {}", args.out.display());
     failure.map_or(Ok(()), Err)
-}
-
-fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
 }

@@ -1,0 +1,65 @@
+//! `cubenet`: train, evaluate and run small networks from one command.
+//!
+//! ```text
+//! cubenet train --config configs/mnist_cnn.toml --data-dir ../shared/datasets/mnist
+//! cubenet train --config configs/quadrants.toml --set training.epochs=20 --resume
+//! cubenet eval --model-dir artifacts/mnist_cnn
+//! cubenet predict --model-dir artifacts/mnist_cnn digit.png
+//! cubenet bench --variants ndarray,cuda-cubenet
+//! cubenet info
+//! ```
+//! Every user error (a missing file, a bad config key, a backend not compiled in, no GPU)
+//! is one line on stderr and exit code 2.
+
+mod bench;
+mod eval;
+mod info;
+mod predict;
+mod saved;
+mod train;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cubenet",
+    version,
+    about = "Train small CNNs and MLPs with Burn"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Train an image or tabular run from a TOML run file plus flag overrides
+    Train(train::Args),
+    /// Measure a trained model on test data
+    Eval(eval::Args),
+    /// Predict a PNG or IDX image (image runs) or the rows of a CSV file (tabular runs)
+    Predict(predict::Args),
+    /// The backend-swap benchmark: one training step on every backend
+    Bench(bench::Args),
+    /// The backends compiled into this build and whether each finds a device
+    Info,
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Train(args) => train::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::Predict(args) => predict::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Info => info::run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

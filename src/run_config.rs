@@ -1,0 +1,550 @@
+//! The `cubenet` run file: one TOML schema for image (MNIST) and tabular (CSV or generated)
+//! runs, with sections `[data]`, `[model]`, `[optimizer]`, `[training]` and the top-level
+//! `backend` and `artifact_dir`. Unknown keys are refused, naming the key. A file states
+//! only what differs from the defaults; [`RunConfig::resolve`] fills in the rest (what
+//! `cubenet train --print-config` prints) and turns it into the run's own settings.
+//!
+//! ```toml
+//! backend = "ndarray"
+//! artifact_dir = "artifacts/quadrants"
+//! [data]
+//! kind = "generated"
+//! generator = "quadrants"
+//! [model]
+//! kind = "mlp"
+//! task = "binary"
+//! hidden = [16, 16]
+//! activation = "tanh"
+//! [optimizer]
+//! kind = "sgd"
+//! learning_rate = 0.05
+//! momentum = 0.9
+//! [training]
+//! epochs = 100
+//! batch_size = 32
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::BackendKind;
+use crate::data::{Generator, MnistSource, SplitRatios, TableSource};
+use crate::model::{
+    Activation, KernelPath, LeNetConfig, MlpConfig, MnistModelConfig, SimpleCnnConfig, Task,
+};
+use crate::train::MnistTrainingConfig;
+use crate::train::tabular::{OptimizerConfig, TabularConfig};
+
+/// A run file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("`--set {0}` is not KEY=VALUE (e.g. training.epochs=5)")]
+    Override(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Everything a `cubenet train` run is, as written in a run file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// `ndarray`, `cuda` or `wgpu` [default: cuda when compiled in, else ndarray].
+    pub backend: Option<BackendKind>,
+    /// Where the config, model, checkpoints, metric logs and curves go.
+    #[serde(default = "default_artifact_dir")]
+    pub artifact_dir: PathBuf,
+    pub data: DataSection,
+    #[serde(default)]
+    pub model: ModelSection,
+    /// [default: Adam at 1e-3 for images, SGD (0.01, momentum 0.9) for tables]
+    pub optimizer: Option<OptimizerConfig>,
+    #[serde(default)]
+    pub training: TrainingSection,
+}
+
+fn default_artifact_dir() -> PathBuf {
+    PathBuf::from("artifacts/run")
+}
+
+/// What the run trains on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DataSection {
+    /// MNIST from a directory of IDX files, or downloaded when `dir` is absent.
+    Mnist {
+        dir: Option<PathBuf>,
+        /// Use only this many training images (before the train/valid split).
+        limit_train: Option<usize>,
+        /// Evaluate on only this many test images.
+        limit_test: Option<usize>,
+        #[serde(default = "default_valid_fraction")]
+        valid_fraction: f64,
+    },
+    /// Columns of a CSV file with a header, by name.
+    Csv {
+        path: PathBuf,
+        features: Vec<String>,
+        targets: Vec<String>,
+        #[serde(default)]
+        split: SplitRatios,
+        #[serde(default = "yes")]
+        standardize: bool,
+    },
+    /// A table from one of the seeds' generators (`cubenet::data::synthetic`): features are
+    /// its leading columns, the target its last.
+    Generated {
+        generator: Generator,
+        #[serde(default = "default_generated_rows")]
+        rows: usize,
+        #[serde(default)]
+        seed: u64,
+        #[serde(default)]
+        split: SplitRatios,
+        #[serde(default = "yes")]
+        standardize: bool,
+    },
+}
+
+fn default_valid_fraction() -> f64 {
+    0.1
+}
+fn default_generated_rows() -> usize {
+    10_000
+}
+fn yes() -> bool {
+    true
+}
+
+/// The network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ModelSection {
+    /// The seed CNN (images).
+    Simple {
+        #[serde(default = "default_filters")]
+        filters: usize,
+        #[serde(default)]
+        kernels: KernelPath,
+    },
+    /// The LeNet-style CNN (images).
+    Lenet {
+        #[serde(default = "default_lenet_channels")]
+        channels: [usize; 2],
+        #[serde(default = "default_lenet_hidden")]
+        hidden: usize,
+        #[serde(default)]
+        kernels: KernelPath,
+    },
+    /// An MLP (tables, or flattened images).
+    Mlp {
+        /// Tables only: `regression`, `binary` or `multiclass`.
+        task: Option<Task>,
+        #[serde(default)]
+        hidden: Vec<usize>,
+        #[serde(default = "default_activation")]
+        activation: Activation,
+        #[serde(default)]
+        layer_activations: Vec<Activation>,
+        /// Multi-class tables: class count [default: largest label + 1].
+        classes: Option<usize>,
+    },
+}
+
+fn default_filters() -> usize {
+    32
+}
+fn default_lenet_channels() -> [usize; 2] {
+    [32, 64]
+}
+fn default_lenet_hidden() -> usize {
+    128
+}
+fn default_activation() -> Activation {
+    Activation::Sigmoid
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        ModelSection::Simple {
+            filters: default_filters(),
+            kernels: KernelPath::default(),
+        }
+    }
+}
+
+/// How long and in what steps; absent values take the run kind's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSection {
+    /// [default: 3 for images, 100 for tables]
+    pub epochs: Option<usize>,
+    /// Rows or images per step [default: 64 for images, the whole split for tables].
+    pub batch_size: Option<usize>,
+    /// Epochs without a lower validation loss before stopping [default: 3 / 10].
+    pub patience: Option<usize>,
+    /// Seeds weights, splits and shuffling [default: 42].
+    pub seed: Option<u64>,
+    /// Images: threads assembling batches [default: 0].
+    pub workers: Option<usize>,
+}
+
+/// The run a config describes, in the settings of the code that trains it.
+#[derive(Debug, Clone)]
+pub enum Job {
+    Image {
+        config: MnistTrainingConfig,
+        source: MnistSource,
+    },
+    Tabular {
+        config: TabularConfig,
+        data: TableSource,
+    },
+}
+
+impl RunConfig {
+    /// Parses a run file's text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        Self::from_value(parse_value(text, path)?, path)
+    }
+
+    /// Reads a run file, applying `overrides` (`section.key=value`, the value in TOML
+    /// syntax or a bare string) on top of it.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::with_overrides(&text, path, overrides)
+    }
+
+    /// Like [`RunConfig::load`], for a run file's text held in memory.
+    pub fn load_str(text: &str, overrides: &[String]) -> Result<Self, ConfigError> {
+        Self::with_overrides(text, Path::new("(built-in run)"), overrides)
+    }
+
+    fn with_overrides(text: &str, path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
+        let mut value = parse_value(text, path)?;
+        for assignment in overrides {
+            set(&mut value, assignment)?;
+        }
+        Self::from_value(value, path)
+    }
+
+    fn from_value(value: toml::Table, path: &Path) -> Result<Self, ConfigError> {
+        Self::deserialize(value).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.message().to_string(),
+        })
+    }
+
+    /// The config with every default written out (what `--print-config` prints), and the
+    /// run it describes.
+    pub fn resolve(&self) -> Result<(RunConfig, Job), ConfigError> {
+        let invalid = |msg: String| Err(ConfigError::Invalid(msg));
+        let mut resolved = self.clone();
+        resolved.backend = Some(self.backend.unwrap_or_else(BackendKind::default_for_build));
+        let t = &self.training;
+        let job = match &self.data {
+            DataSection::Mnist {
+                dir,
+                limit_train,
+                limit_test,
+                valid_fraction,
+            } => {
+                let model = match &self.model {
+                    ModelSection::Simple { filters, kernels } => MnistModelConfig::Simple(
+                        SimpleCnnConfig::new()
+                            .with_filters(*filters)
+                            .with_kernels(*kernels),
+                    ),
+                    ModelSection::Lenet {
+                        channels,
+                        hidden,
+                        kernels,
+                    } => MnistModelConfig::Lenet(
+                        LeNetConfig::new()
+                            .with_channels(*channels)
+                            .with_hidden(*hidden)
+                            .with_kernels(*kernels),
+                    ),
+                    ModelSection::Mlp { task: Some(_), .. }
+                    | ModelSection::Mlp {
+                        classes: Some(_), ..
+                    } => {
+                        return invalid(
+                            "[model] task and classes are for tables; an MNIST MLP always \
+                             has 10 classes"
+                                .into(),
+                        );
+                    }
+                    ModelSection::Mlp {
+                        hidden,
+                        activation,
+                        layer_activations,
+                        ..
+                    } => MnistModelConfig::Mlp(
+                        MlpConfig::new(28 * 28, hidden.clone(), 10)
+                            .with_activation(*activation)
+                            .with_layer_activations(layer_activations.clone()),
+                    ),
+                };
+                let learning_rate = match self.optimizer {
+                    None => 1e-3,
+                    Some(OptimizerConfig::Adam { learning_rate, l2 }) if l2 == 0.0 => learning_rate,
+                    Some(_) => {
+                        return invalid(
+                            "image runs train with Adam (cosine-annealed, no L2): set \
+                             [optimizer] kind = \"adam\" and only learning_rate"
+                                .into(),
+                        );
+                    }
+                };
+                resolved.optimizer = Some(OptimizerConfig::Adam {
+                    learning_rate,
+                    l2: 0.0,
+                });
+                let defaults = MnistTrainingConfig::new(model.clone());
+                let config = MnistTrainingConfig::new(model)
+                    .with_epochs(t.epochs.unwrap_or(defaults.epochs))
+                    .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
+                    .with_patience(t.patience.unwrap_or(defaults.patience))
+                    .with_seed(t.seed.unwrap_or(defaults.seed))
+                    .with_workers(t.workers.unwrap_or(defaults.workers))
+                    .with_learning_rate(learning_rate)
+                    .with_valid_fraction(*valid_fraction)
+                    .with_limit_train(*limit_train)
+                    .with_limit_test(*limit_test);
+                resolved.training = TrainingSection {
+                    epochs: Some(config.epochs),
+                    batch_size: Some(config.batch_size),
+                    patience: Some(config.patience),
+                    seed: Some(config.seed),
+                    workers: Some(config.workers),
+                };
+                config
+                    .validate()
+                    .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+                let source = dir.clone().map_or(MnistSource::Download, MnistSource::Dir);
+                Job::Image { config, source }
+            }
+            DataSection::Csv { .. } | DataSection::Generated { .. } => {
+                let ModelSection::Mlp {
+                    task,
+                    hidden,
+                    activation,
+                    layer_activations,
+                    classes,
+                } = &self.model
+                else {
+                    return invalid(
+                        "tabular data trains an MLP: set [model] kind = \"mlp\" and a task".into(),
+                    );
+                };
+                let Some(task) = *task else {
+                    return invalid(
+                        "set [model] task = \"regression\", \"binary\" or \"multiclass\"".into(),
+                    );
+                };
+                if t.workers.is_some() {
+                    return invalid("[training] workers is for image runs".into());
+                }
+                let (data, features, targets, split, standardize) = match &self.data {
+                    DataSection::Csv {
+                        path,
+                        features,
+                        targets,
+                        split,
+                        standardize,
+                    } => (
+                        TableSource::Csv(path.clone()),
+                        features.clone(),
+                        targets.clone(),
+                        *split,
+                        *standardize,
+                    ),
+                    DataSection::Generated {
+                        generator,
+                        rows,
+                        seed,
+                        split,
+                        standardize,
+                    } => {
+                        let (features, target) = generator.columns();
+                        let data = TableSource::Generated {
+                            generator: *generator,
+                            rows: *rows,
+                            seed: *seed,
+                        };
+                        (data, features, vec![target], *split, *standardize)
+                    }
+                    DataSection::Mnist { .. } => unreachable!("matched above"),
+                };
+                let defaults = TabularConfig::new(Vec::new(), Vec::new(), task);
+                let optimizer = self.optimizer.unwrap_or_default();
+                resolved.optimizer = Some(optimizer);
+                let config = TabularConfig::new(features, targets, task)
+                    .with_classes(*classes)
+                    .with_hidden(hidden.clone())
+                    .with_activation(*activation)
+                    .with_layer_activations(layer_activations.clone())
+                    .with_optimizer(optimizer)
+                    .with_epochs(t.epochs.unwrap_or(defaults.epochs))
+                    .with_batch_size(t.batch_size.or(defaults.batch_size))
+                    .with_patience(t.patience.unwrap_or(defaults.patience))
+                    .with_seed(t.seed.unwrap_or(defaults.seed))
+                    .with_split(split)
+                    .with_standardize(standardize);
+                config
+                    .validate()
+                    .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+                resolved.training = TrainingSection {
+                    epochs: Some(config.epochs),
+                    batch_size: config.batch_size,
+                    patience: Some(config.patience),
+                    seed: Some(config.seed),
+                    workers: None,
+                };
+                Job::Tabular { config, data }
+            }
+        };
+        Ok((resolved, job))
+    }
+
+    /// The config as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("run configs serialize to TOML")
+    }
+}
+
+/// The TOML table of a run file; a syntax error becomes one line naming where it is.
+fn parse_value(text: &str, path: &Path) -> Result<toml::Table, ConfigError> {
+    text.parse::<toml::Table>().map_err(|e| {
+        let place = e.span().map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}: ")
+        });
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: format!(
+                "{}{}",
+                place.unwrap_or_default(),
+                e.message().trim_end().replace('\n', " ")
+            ),
+        }
+    })
+}
+
+/// Applies `section.key=value` to `table`; a value that is not TOML is taken as a string.
+fn set(table: &mut toml::Table, assignment: &str) -> Result<(), ConfigError> {
+    let bad = || ConfigError::Override(assignment.to_string());
+    let (key, raw) = assignment.split_once('=').ok_or_else(bad)?;
+    let path: Vec<&str> = key.trim().split('.').collect();
+    if path.iter().any(|part| part.is_empty()) {
+        return Err(bad());
+    }
+    let value = format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
+    let (last, parents) = path.split_last().expect("split yields at least one part");
+    let mut current = table;
+    for part in parents {
+        current = current
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(Default::default()))
+            .as_table_mut()
+            .ok_or_else(bad)?;
+    }
+    current.insert(last.to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<RunConfig, ConfigError> {
+        RunConfig::parse(text, Path::new("run.toml"))
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = parse("[data]\nkind = \"mnist\"\n[training]\nepoch = 3\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `epoch`"), "{err}");
+        let err = parse("[data]\nkind = \"mnist\"\ncolor = 1\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `color`"), "{err}");
+        let err = parse("[data]\nkind = \"mnist\"\n[model]\nkind = \"simple\"\nfilter = 3\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown field `filter`"), "{err}");
+        let err = parse("bakend = \"cuda\"\n[data]\nkind = \"mnist\"\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `bakend`"), "{err}");
+    }
+
+    #[test]
+    fn defaults_resolve_per_run_kind() {
+        let (image, job) = parse("[data]\nkind = \"mnist\"\n")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(image.training.epochs, Some(3));
+        assert!(matches!(job, Job::Image { .. }));
+        let text = "[data]\nkind = \"generated\"\ngenerator = \"xor\"\n\
+                    [model]\nkind = \"mlp\"\ntask = \"binary\"\nhidden = [4]\n";
+        let (table, job) = parse(text).unwrap().resolve().unwrap();
+        assert_eq!(table.training.epochs, Some(100));
+        let Job::Tabular { config, .. } = job else {
+            panic!("a tabular job")
+        };
+        assert_eq!(config.features, ["x1", "x2"]);
+        assert_eq!(config.targets, ["y"]);
+        // The printed config parses back to itself.
+        assert_eq!(parse(&table.to_toml()).unwrap(), table);
+    }
+
+    #[test]
+    fn overrides_are_checked_like_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.toml");
+        std::fs::write(&path, "[data]\nkind = \"mnist\"\n").unwrap();
+        let set = |s: &str| RunConfig::load(&path, &[s.to_string()]);
+        assert_eq!(set("training.epochs=7").unwrap().training.epochs, Some(7));
+        assert_eq!(
+            set("backend=wgpu").unwrap().backend,
+            Some(BackendKind::Wgpu)
+        );
+        assert!(
+            set("training.epocs=7")
+                .unwrap_err()
+                .to_string()
+                .contains("epocs")
+        );
+        assert!(matches!(set("epochs"), Err(ConfigError::Override(_))));
+    }
+
+    #[test]
+    fn mismatched_sections_are_refused() {
+        let err = parse("[data]\nkind = \"generated\"\ngenerator = \"xor\"\n")
+            .unwrap()
+            .resolve()
+            .unwrap_err();
+        assert!(err.to_string().contains("MLP"), "{err}");
+        let err =
+            parse("[data]\nkind = \"mnist\"\n[optimizer]\nkind = \"sgd\"\nlearning_rate = 0.1\n")
+                .unwrap()
+                .resolve()
+                .unwrap_err();
+        assert!(err.to_string().contains("Adam"), "{err}");
+    }
+}
