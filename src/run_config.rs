@@ -299,7 +299,10 @@ impl RunConfig {
                 };
                 let learning_rate = match self.optimizer {
                     None => 1e-3,
-                    Some(OptimizerConfig::Adam { learning_rate, l2 }) if l2 == 0.0 => learning_rate,
+                    Some(OptimizerConfig::Adam {
+                        learning_rate,
+                        l2: 0.0,
+                    }) => learning_rate,
                     Some(_) => {
                         return invalid(
                             "image runs train with Adam (cosine-annealed, no L2): set \

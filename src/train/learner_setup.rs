@@ -78,6 +78,7 @@ where
     M::InnerModule: InferenceStep,
     O: Optimizer<M, B> + 'static,
     <M::Output as ItemLazy>::ItemSync: Adaptor<StepLoss> + Adaptor<()>,
+    <<M::InnerModule as InferenceStep>::Output as ItemLazy>::ItemSync: Adaptor<StepLoss>,
 {
     let watch = TrainingWatch::new(training.interrupter());
     let mut training = training
@@ -87,6 +88,7 @@ where
             patience: length.patience,
         })
         .metric_train(watch.clone())
+        .metric_valid(watch.for_validation())
         .num_epochs(length.epochs);
     if let Some(epoch) = length.resume_after {
         training = training.checkpoint(epoch);

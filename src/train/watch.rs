@@ -1,7 +1,8 @@
-//! A burn-train metric that watches every training step: it stops the run at the first
-//! non-finite loss (before that epoch is validated or checkpointed, so the last good
-//! checkpoint stays the newest) and notes when each epoch's last step ended, so a run can
-//! report its first epoch (kernel compilation and autotuning on a GPU) apart from the rest.
+//! A burn-train metric that watches every step: it stops the run at the first non-finite
+//! training loss (before that epoch is validated or checkpointed, so the last good
+//! checkpoint stays the newest) and notes when each epoch's last training or validation
+//! step ended, so a run can report its first epoch (kernel compilation and autotuning on a
+//! GPU, for the training and the validation shapes) apart from the rest.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -43,12 +44,14 @@ struct Record {
     failure: Option<NonFiniteLoss>,
 }
 
-/// What the watch saw; cloned into the metric, read after training.
+/// What the watch saw; cloned into the metrics, read after training.
 #[derive(Clone)]
 pub struct TrainingWatch {
     record: Arc<Mutex<Record>>,
     interrupter: Interrupter,
     name: MetricName,
+    /// Training steps are checked; validation steps only mark the time.
+    checks_loss: bool,
 }
 
 impl TrainingWatch {
@@ -62,6 +65,15 @@ impl TrainingWatch {
             })),
             interrupter,
             name: Arc::new("Loss check".into()),
+            checks_loss: true,
+        }
+    }
+
+    /// The same watch, for validation steps: they end an epoch but stop nothing.
+    pub fn for_validation(&self) -> Self {
+        Self {
+            checks_loss: false,
+            ..self.clone()
         }
     }
 
@@ -71,8 +83,8 @@ impl TrainingWatch {
     }
 
     /// Wall seconds of each epoch trained in this process (for a resumed run, the epochs
-    /// after the checkpoint): from the previous epoch's last step (or the start) to this
-    /// epoch's last step, so an epoch's time includes the previous validation.
+    /// after the checkpoint), validation included: from the previous epoch's last step (or
+    /// the start) to this epoch's last step.
     pub fn epoch_seconds(&self) -> Vec<f64> {
         let record = self.lock();
         let mut previous = record.started;
@@ -108,7 +120,7 @@ impl Metric for TrainingWatch {
             Some((last, end)) if *last == epoch => *end = Instant::now(),
             _ => record.epoch_ends.push((epoch, Instant::now())),
         }
-        if loss.0.is_finite() {
+        if !self.checks_loss || loss.0.is_finite() {
             return SerializedEntry::new("finite".into(), "1".into());
         }
         if record.failure.is_none() {

@@ -240,7 +240,10 @@ pub fn train<B: AutodiffKernelBackend>(
         OptimizerConfig::Adam { l2, .. } => fit.run(net, OptimizerConfig::adam(l2).init()),
     };
     let train_seconds = start.elapsed().as_secs_f64();
-    let (best, epoch_seconds) = fitted?;
+    let Fitted {
+        best,
+        epoch_seconds,
+    } = fitted?;
 
     let model = TabularModel {
         config,
@@ -272,6 +275,12 @@ pub fn train<B: AutodiffKernelBackend>(
     Ok((model, report))
 }
 
+/// What a training call returns: the best epoch's model and the wall time of each epoch.
+struct Fitted<M> {
+    best: BestEpoch<M>,
+    epoch_seconds: Vec<f64>,
+}
+
 /// One training call: what burn-train's loop needs besides the network and optimizer.
 struct Fit<'a, B: AutodiffKernelBackend> {
     config: &'a TabularConfig,
@@ -283,13 +292,12 @@ struct Fit<'a, B: AutodiffKernelBackend> {
 }
 
 impl<B: AutodiffKernelBackend> Fit<'_, B> {
-    /// burn-train's loop with optimizer `O` and the constant learning rate of the config;
-    /// returns the best epoch's model and the wall time of each epoch.
+    /// burn-train's loop with optimizer `O` and the constant learning rate of the config.
     fn run<O>(
         &self,
         net: TabularNet<B>,
         optimizer: O,
-    ) -> Result<(BestEpoch<TabularNet<B::InnerBackend>>, Vec<f64>), TrainError>
+    ) -> Result<Fitted<TabularNet<B::InnerBackend>>, TrainError>
     where
         O: Optimizer<TabularNet<B>, B> + 'static,
     {
@@ -344,7 +352,10 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
         let learning_rate = config.optimizer.learning_rate();
         let result = training.launch(Learner::new(net, optimizer, learning_rate));
         let best = finish_run(self.artifact_dir, result, &watch, learning_rate, device)?;
-        Ok((best, watch.epoch_seconds()))
+        Ok(Fitted {
+            best,
+            epoch_seconds: watch.epoch_seconds(),
+        })
     }
 }
 
