@@ -15,11 +15,11 @@ use crate::train::RUN_FILE;
 /// A trained model of either kind, with the run file it was trained from when there is one.
 pub enum SavedRun {
     Image {
-        model: MnistModel<NdArray>,
+        model: Box<MnistModel<NdArray>>,
         run: Option<RunConfig>,
     },
     Tabular {
-        model: TabularModel<NdArray>,
+        model: Box<TabularModel<NdArray>>,
         run: Option<RunConfig>,
     },
 }
@@ -35,7 +35,7 @@ impl SavedRun {
             .transpose()?;
         if dir.join(PREPROCESSING_FILE).is_file() {
             return Ok(SavedRun::Tabular {
-                model: TabularModel::load(dir, &device)?,
+                model: Box::new(TabularModel::load(dir, &device)?),
                 run,
             });
         }
@@ -50,7 +50,10 @@ impl SavedRun {
             .with_context(|| format!("cannot read {}", config_path.display()))?;
         let model = config.model.init::<NdArray>(&device)?;
         let model = load_model(dir, model, &device)?;
-        Ok(SavedRun::Image { model, run })
+        Ok(SavedRun::Image {
+            model: Box::new(model),
+            run,
+        })
     }
 }
 
