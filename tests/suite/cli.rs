@@ -394,7 +394,7 @@ fn a_model_or_checkpoint_of_another_network_is_refused() {
         "holds another network",
     );
     assert_user_error(
-        &mut xor("four", &["--resume", "--epochs", "3"]),
+        &mut xor("four", &["--resume", "--set", "training.epochs=3"]),
         "holds another network",
     );
 }
