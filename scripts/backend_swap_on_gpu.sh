@@ -7,6 +7,8 @@
 #   scripts/backend_swap_on_gpu.sh burn   # CUDA with Burn's kernels
 #   scripts/backend_swap_on_gpu.sh torch  # PyTorch eager and torch.compile
 #   scripts/backend_swap_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
+#   scripts/backend_swap_on_gpu.sh headline  # the seed CNN: cubenet and PyTorch eager in one
+#                                            # call, then the MNIST speedrun (issue 5)
 # and merge everything into one set of tables and plots:
 #   cargo run --release -- bench --merge-only --out docs/benchmarks \
 #       $(for f in $OUT/*/results.json $OUT/pytorch-*.json; do echo --merge $f; done)
@@ -14,13 +16,13 @@
 # (`cubenet bench` rewrites results.json after every measurement).
 # CubeCL autotunes Burn's kernels at the "minimal" level, to fit the device calls' time.
 set -uo pipefail
-stage=${1:?usage: $0 cuda|burn|torch|cpu}
+stage=${1:?usage: $0 cuda|burn|torch|cpu|headline}
 bin=.device-bin
 out=${OUT:-gpu-out}
 mnist=$bin/mnist
 mkdir -p "$out"
 for f in "$bin"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x "$bin"/cubenet
+chmod +x "$bin"/cubenet "$bin"/mnist_speedrun 2>/dev/null
 
 # run NAME SECONDS COMMAND...: one measurement, its stderr in $out/NAME.log.
 run() {
@@ -63,5 +65,16 @@ case $stage in
     swap wgpu 100 --variants wgpu-cubenet,wgpu-burn --models simple --batches 1000 --filters 32,256 \
       --no-phases
     ;;
-  *) echo "unknown stage $stage (cuda, burn, torch or cpu)" >&2; exit 2 ;;
+  headline)
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+    swap cuda-cubenet-simple 240 --variants cuda-cubenet --models simple --data-dir "$mnist"
+    torch pytorch-eager-simple 60 --variants eager --models simple --data-dir "$mnist"
+    # The speedrun's default schedule, then a larger batch and a single epoch.
+    for schedule in "" "--batch-size 256 --epochs 3 --lr 0.1" "--batch-size 64 --epochs 1"; do
+      name=speedrun-$(echo "${schedule:-default}" | tr -d ' -')
+      run "$name" 60 "$bin/mnist_speedrun" --data-dir "$mnist" $schedule
+      cat "$out/$name.md"
+    done
+    ;;
+  *) echo "unknown stage $stage (cuda, burn, torch, cpu or headline)" >&2; exit 2 ;;
 esac

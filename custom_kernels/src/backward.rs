@@ -132,6 +132,23 @@ impl<B: KernelBackend> Backward<B, 1> for MaxPoolBackward {
     }
 }
 
+/// Backward step of `cross_entropy`; the targets get no gradient.
+#[derive(Debug)]
+struct CrossEntropyBackward;
+
+impl<B: KernelBackend> Backward<B, 1> for CrossEntropyBackward {
+    type State = (FloatTensor<B>, IntTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [logits_node] = ops.parents;
+        let (logits, targets) = ops.state;
+        if let Some(node) = logits_node {
+            grads.register::<B>(node.id, B::cross_entropy_backward(logits, targets, grad));
+        }
+    }
+}
+
 impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     fn conv(
         x: FloatTensor<Self>,
@@ -187,5 +204,17 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
             (B::dense(x, weight, bias), LayerOp::Dense)
         })
         .0
+    }
+
+    fn cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> FloatTensor<Self> {
+        let loss = B::cross_entropy(logits.primitive.clone(), targets.clone());
+        match CrossEntropyBackward
+            .prepare::<C>([logits.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((logits.primitive, targets), loss),
+            OpsKind::UnTracked(prep) => prep.finish(loss),
+        }
     }
 }

@@ -11,22 +11,49 @@ use cubecl::prelude::*;
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
 
 use crate::kernels::conv::{conv2d_forward, conv2d_input_grad};
-use crate::kernels::dense::{dense_forward, dense_input_grad, dense_weight_grad};
+use crate::kernels::dense::{
+    dense_forward_partial, dense_forward_sum, dense_input_grad, dense_weight_grad,
+};
 use crate::kernels::fused::conv_relu_pool_forward;
 use crate::kernels::geometry::Window;
+use crate::kernels::loss::{cross_entropy_backward, cross_entropy_forward};
 use crate::kernels::pool::{max_pool2d_backward, max_pool2d_forward};
-use crate::kernels::reduce::conv2d_weight_grad;
+use crate::kernels::reduce::{conv2d_weight_grad_partial, conv2d_weight_grad_sum};
+use crate::kernels::update::{sgd_momentum_update, sgd_update};
 use crate::{ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d};
 
-/// Units per cube of the weight-gradient reduction (a power of two).
+/// Largest cube of the weight-gradient reduction (a power of two); smaller for large
+/// filters, so that its shared memory (one row per tap) stays within 32 KB.
 const REDUCE_CUBE_SIZE: u32 = 256;
+/// Floats of shared memory the weight-gradient reduction may use.
+const REDUCE_SHARED_FLOATS: u32 = 8192;
+/// Gradient elements each unit of the weight-gradient reduction visits, about: sets how
+/// many images a cube takes.
+const REDUCE_ELEMENTS_PER_UNIT: usize = 8;
+
+/// Units per cube of the fused conv·ReLU·pool forward.
+const FUSED_CUBE_SIZE: u32 = 256;
+/// Accumulators per unit of the fused forward (filters × window positions): bounds the
+/// registers its filter block takes.
+const FUSED_ACCUMULATORS: usize = 64;
+/// Most filters per unit of the fused forward.
+const FUSED_MAX_FILTERS: usize = 16;
+
+/// Units in the cross-entropy forward's single cube (a power of two).
+const LOSS_CUBE_SIZE: u32 = 256;
 
 /// Block of outputs per cube of the dense forward: rows (batch) × columns (outputs).
 const DENSE_BLOCK: [u32; 2] = [4, 16];
 /// Units per cube of the dense forward (a power of two, at least the block's columns).
 const DENSE_CUBE_SIZE: u32 = 256;
+/// Inputs each unit of the dense forward multiplies, about: sets the splits of K.
+const DENSE_INPUTS_PER_UNIT: usize = 16;
 // The dense forward's tree reduction halves the cube down to one unit per column.
 const _: () = assert!(DENSE_CUBE_SIZE.is_power_of_two() && DENSE_CUBE_SIZE >= DENSE_BLOCK[1]);
+/// Units per cube of the dense input gradient (one input each), and the batch rows each
+/// unit computes with one read of its weight row.
+const DENSE_INPUT_GRAD_UNITS: u32 = 256;
+const DENSE_INPUT_GRAD_ROWS: u32 = 8;
 /// Output columns per unit of the dense weight gradient.
 const DENSE_GRAD_COLS: u32 = 16;
 /// Weight rows per cube of the dense weight gradient, and units per row sharing out the
@@ -51,7 +78,11 @@ fn empty_like<R: CubeRuntime, const D: usize>(
     shape: [usize; D],
     dtype: DType,
 ) -> CubeTensor<R> {
-    let shape = Shape::from(shape.to_vec());
+    empty_shaped(like, Shape::from(shape.to_vec()), dtype)
+}
+
+/// [`empty_like`] for a shape of any rank.
+fn empty_shaped<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape, dtype: DType) -> CubeTensor<R> {
     let bytes = shape.num_elements() * dtype.size();
     let handle = if POISON_OUTPUTS.load(Ordering::Relaxed) {
         let poison = match dtype {
@@ -74,18 +105,27 @@ fn empty_like<R: CubeRuntime, const D: usize>(
 
 /// One unit per output element.
 fn elementwise<R: CubeRuntime>(output: &CubeTensor<R>) -> (CubeCount, CubeDim) {
-    let count = output.meta.num_elements();
-    let dim = CubeDim::new(&output.client, count);
-    (
-        calculate_cube_count_elemwise(&output.client, count, dim),
-        dim,
-    )
+    elementwise_over(&output.client, output.meta.num_elements())
+}
+
+/// One unit per item of `count`.
+fn elementwise_over<R: CubeRuntime>(
+    client: &ComputeClient<R>,
+    count: usize,
+) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new(client, count);
+    (calculate_cube_count_elemwise(client, count, dim), dim)
 }
 
 /// A 2-D grid of cubes covering `extent` in blocks of `block`.
 fn blocks(extent: [usize; 2], block: [u32; 2]) -> CubeCount {
-    let count = |i: usize| extent[i].div_ceil(block[i] as usize) as u32;
-    CubeCount::Static(count(0), count(1), 1)
+    let [x, y] = block_counts(extent, block);
+    CubeCount::Static(x, y, 1)
+}
+
+/// Blocks of `block` along each axis of `extent`.
+fn block_counts(extent: [usize; 2], block: [u32; 2]) -> [u32; 2] {
+    std::array::from_fn(|i| extent[i].div_ceil(block[i] as usize) as u32)
 }
 
 /// The argmax element type: `u8` where the runtime has 8-bit integers, else `u32`.
@@ -202,7 +242,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
         x_grad
     }
 
-    /// Weight (and bias) gradient by the cube-per-element reduction.
+    /// Weight (and bias) gradient by the two-stage reduction: partial sums per group of
+    /// images, then their sum.
     fn weight_grad<F: FloatElement>(
         &self,
         grad: &CubeTensor<R>,
@@ -211,23 +252,42 @@ impl<R: CubeRuntime> ConvOperands<R> {
         with_bias: bool,
     ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
         let [c_out, c_in, kh, kw] = self.weight_dims;
-        let weight_grad = empty_like(&self.x, self.weight_dims, F::dtype());
-        // Without a bias the bias cube is not launched and this one-element buffer is not written.
-        let bias_grad = empty_like(&self.x, [if with_bias { c_out } else { 1 }], F::dtype());
-        let cubes_per_filter = c_in * kh * kw + usize::from(with_bias);
-        conv2d_weight_grad::launch::<F, R>(
+        let [batch, _, grad_h, grad_w] = dims4(grad);
+        let terms = kh * kw + 1;
+        let fit = REDUCE_SHARED_FLOATS / terms as u32;
+        let cube_size = (1 << fit.ilog2()).clamp(32, REDUCE_CUBE_SIZE);
+        let per_group = (cube_size as usize * REDUCE_ELEMENTS_PER_UNIT)
+            .div_ceil(grad_h * grad_w)
+            .min(batch);
+        let groups = batch.div_ceil(per_group);
+        let partials = empty_like(&self.x, [groups, c_out, c_in, terms], F::dtype());
+        conv2d_weight_grad_partial::launch::<F, R>(
             &self.x.client,
-            CubeCount::Static(cubes_per_filter as u32, c_out as u32, 1),
-            CubeDim::new_1d(REDUCE_CUBE_SIZE),
+            CubeCount::Static(groups as u32, c_out as u32, c_in as u32),
+            CubeDim::new_1d(cube_size),
             self.x.clone().into_tensor_arg(),
             grad.clone().into_tensor_arg(),
             argmax.map(|a| a.clone().into_tensor_arg()).into(),
-            weight_grad.clone().into_tensor_arg(),
-            bias_grad.clone().into_tensor_arg(),
+            partials.clone().into_tensor_arg(),
+            per_group as u32,
             self.window,
             pool,
-            REDUCE_CUBE_SIZE,
+            cube_size,
             argmax_storage(argmax),
+        );
+        let weight_grad = empty_like(&self.x, self.weight_dims, F::dtype());
+        // Without a bias this one-element buffer is not written.
+        let bias_grad = empty_like(&self.x, [if with_bias { c_out } else { 1 }], F::dtype());
+        let (count, dim) = elementwise_over(&self.x.client, c_out * c_in * terms);
+        conv2d_weight_grad_sum::launch::<F, R>(
+            &self.x.client,
+            count,
+            dim,
+            partials.into_tensor_arg(),
+            weight_grad.clone().into_tensor_arg(),
+            bias_grad.clone().into_tensor_arg(),
+            terms as u32,
+            with_bias,
         );
         (weight_grad, with_bias.then_some(bias_grad))
     }
@@ -342,11 +402,14 @@ where
         let output = empty_like(&operands.x, out_shape, F::dtype());
         let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
         let argmax = empty_like(&operands.x, out_shape, argmax_dtype);
-        let (count, dim) = elementwise(&output);
+        let [batch, c_out, out_h, out_w] = out_shape;
+        let windows = pool.kernel[0] * pool.kernel[1];
+        let filters = (FUSED_ACCUMULATORS / windows).clamp(1, FUSED_MAX_FILTERS);
+        let positions = (batch * out_h * out_w).div_ceil(FUSED_CUBE_SIZE as usize);
         conv_relu_pool_forward::launch::<F, R>(
             &output.client,
-            count,
-            dim,
+            CubeCount::Static(positions as u32, c_out.div_ceil(filters) as u32, 1),
+            CubeDim::new_1d(FUSED_CUBE_SIZE),
             operands.x.into_tensor_arg(),
             operands.weight.into_tensor_arg(),
             bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
@@ -356,6 +419,7 @@ where
             operands.out_size[1] as u32,
             operands.window,
             pool_window(pool),
+            filters as u32,
             argmax_type,
         );
         (output, argmax)
@@ -381,20 +445,35 @@ where
         bias: Option<CubeTensor<R>>,
     ) -> CubeTensor<R> {
         let (x, weight) = (into_contiguous(x), into_contiguous(weight));
-        let ([batch, _], [_, outputs]) = (dims2(&x), dims2(&weight));
-        let output = empty_like(&x, [batch, outputs], F::dtype());
+        let ([batch, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
+        let splits = inputs
+            .div_ceil(DENSE_CUBE_SIZE as usize * DENSE_INPUTS_PER_UNIT)
+            .max(1);
+        let k_per_split = inputs.div_ceil(splits);
+        let partials = empty_like(&x, [splits, batch, outputs], F::dtype());
         let [rows, cols] = DENSE_BLOCK;
-        dense_forward::launch::<F, R>(
-            &output.client,
-            blocks([batch, outputs], DENSE_BLOCK),
+        let [row_blocks, col_blocks] = block_counts([batch, outputs], DENSE_BLOCK);
+        dense_forward_partial::launch::<F, R>(
+            &partials.client,
+            CubeCount::Static(row_blocks, col_blocks, splits as u32),
             CubeDim::new_1d(DENSE_CUBE_SIZE),
             x.into_tensor_arg(),
             weight.into_tensor_arg(),
-            bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
-            output.clone().into_tensor_arg(),
+            partials.clone().into_tensor_arg(),
+            k_per_split as u32,
             rows,
             cols,
             DENSE_CUBE_SIZE,
+        );
+        let output = empty_like(&partials, [batch, outputs], F::dtype());
+        let (count, dim) = elementwise(&output);
+        dense_forward_sum::launch::<F, R>(
+            &output.client,
+            count,
+            dim,
+            partials.into_tensor_arg(),
+            bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+            output.clone().into_tensor_arg(),
         );
         output
     }
@@ -413,14 +492,18 @@ where
         let ([_, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
         let x_grad = wants.x.then(|| {
             let x_grad = empty_like(&x, dims2(&x), F::dtype());
-            let (count, dim) = elementwise(&x_grad);
+            let [batch, _] = dims2(&x);
             dense_input_grad::launch::<F, R>(
                 &x_grad.client,
-                count,
-                dim,
+                blocks(
+                    [inputs, batch],
+                    [DENSE_INPUT_GRAD_UNITS, DENSE_INPUT_GRAD_ROWS],
+                ),
+                CubeDim::new_1d(DENSE_INPUT_GRAD_UNITS),
                 grad.clone().into_tensor_arg(),
                 weight.clone().into_tensor_arg(),
                 x_grad.clone().into_tensor_arg(),
+                DENSE_INPUT_GRAD_ROWS,
             );
             x_grad
         });
@@ -446,5 +529,91 @@ where
             weight: weight_grad,
             bias: wants.bias.then_some(bias_grad),
         }
+    }
+
+    fn cross_entropy(logits: CubeTensor<R>, targets: CubeTensor<R>) -> CubeTensor<R> {
+        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+        let loss = empty_like(&logits, [1], F::dtype());
+        cross_entropy_forward::launch::<F, I, R>(
+            &loss.client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(LOSS_CUBE_SIZE),
+            logits.into_tensor_arg(),
+            targets.into_tensor_arg(),
+            loss.clone().into_tensor_arg(),
+            LOSS_CUBE_SIZE,
+        );
+        loss
+    }
+
+    fn cross_entropy_backward(
+        logits: CubeTensor<R>,
+        targets: CubeTensor<R>,
+        grad: CubeTensor<R>,
+    ) -> CubeTensor<R> {
+        let (logits, targets, grad) = (
+            into_contiguous(logits),
+            into_contiguous(targets),
+            into_contiguous(grad),
+        );
+        let logits_grad = empty_like(&logits, dims2(&logits), F::dtype());
+        let (count, dim) = elementwise_over(&logits.client, dims2(&logits)[0]);
+        cross_entropy_backward::launch::<F, I, R>(
+            &logits_grad.client,
+            count,
+            dim,
+            logits.into_tensor_arg(),
+            targets.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            logits_grad.clone().into_tensor_arg(),
+        );
+        logits_grad
+    }
+
+    fn sgd_update(param: CubeTensor<R>, grad: CubeTensor<R>, lr: f64) -> CubeTensor<R> {
+        let (param, grad) = (into_contiguous(param), into_contiguous(grad));
+        let updated = empty_shaped(&param, param.meta.shape().clone(), F::dtype());
+        let (count, dim) = elementwise(&updated);
+        sgd_update::launch::<F, R>(
+            &updated.client,
+            count,
+            dim,
+            param.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            updated.clone().into_tensor_arg(),
+            lr as f32,
+        );
+        updated
+    }
+
+    fn sgd_momentum_update(
+        param: CubeTensor<R>,
+        grad: CubeTensor<R>,
+        velocity: CubeTensor<R>,
+        lr: f64,
+        momentum: f64,
+    ) -> (CubeTensor<R>, CubeTensor<R>) {
+        let (param, grad, velocity) = (
+            into_contiguous(param),
+            into_contiguous(grad),
+            into_contiguous(velocity),
+        );
+        let shape = param.meta.shape().clone();
+        let updated = empty_shaped(&param, shape.clone(), F::dtype());
+        let updated_velocity = empty_shaped(&param, shape, F::dtype());
+        let (count, dim) = elementwise(&updated);
+        sgd_momentum_update::launch::<F, R>(
+            &updated.client,
+            count,
+            dim,
+            param.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            velocity.into_tensor_arg(),
+            updated.clone().into_tensor_arg(),
+            updated_velocity.clone().into_tensor_arg(),
+            lr as f32,
+            momentum as f32,
+        );
+        (updated, updated_velocity)
     }
 }

@@ -200,6 +200,39 @@ pub trait KernelBackend: Backend {
     ) -> LayerGrads<Self> {
         reference::dense_backward::<Self>(x, weight, grad, wants)
     }
+
+    /// Mean softmax cross-entropy of `logits` `[N, C]` against class indices `targets`
+    /// `[N]`, as a one-element tensor (kept on the device: reading it is the caller's sync).
+    fn cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> FloatTensor<Self> {
+        reference::cross_entropy::<Self>(logits, targets)
+    }
+
+    /// Gradient of [`KernelBackend::cross_entropy`] with respect to the logits, given the
+    /// loss's own (one-element) gradient `grad`.
+    fn cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        reference::cross_entropy_backward::<Self>(logits, targets, grad)
+    }
+
+    /// Plain SGD step of one parameter: `param − lr · grad`.
+    fn sgd_update(param: FloatTensor<Self>, grad: FloatTensor<Self>, lr: f64) -> FloatTensor<Self> {
+        reference::sgd_update::<Self>(param, grad, lr)
+    }
+
+    /// SGD step with momentum μ: returns `(param − lr · v', v')` with `v' = μ · velocity +
+    /// grad`.
+    fn sgd_momentum_update(
+        param: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        velocity: FloatTensor<Self>,
+        lr: f64,
+        momentum: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        reference::sgd_momentum_update::<Self>(param, grad, velocity, lr, momentum)
+    }
 }
 
 /// Which optional gradients a backward pass must produce.
@@ -278,6 +311,40 @@ pub fn conv_relu_pool<B: KernelBackend>(
     pool: PoolOptions2d,
 ) -> Tensor<B, 4> {
     conv_relu_pool_with_argmax(x, weight, bias, conv, pool).0
+}
+
+/// Mean softmax cross-entropy of class `logits` `[N, C]` against `targets` `[N]`, in one
+/// kernel forward and one backward where the backend has them (Burn's `CrossEntropyLoss`
+/// with its defaults computes the same value from about ten ops each way).
+pub fn cross_entropy<B: KernelBackend>(
+    logits: Tensor<B, 2>,
+    targets: Tensor<B, 1, Int>,
+) -> Tensor<B, 1> {
+    from_float(B::cross_entropy(float(logits), targets.into_primitive()))
+}
+
+/// One plain SGD step of a parameter: `param − lr · grad`, in one kernel where the backend
+/// has it.
+pub fn sgd_update<B: KernelBackend, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    lr: f64,
+) -> Tensor<B, D> {
+    from_float(B::sgd_update(float(param), float(grad), lr))
+}
+
+/// One SGD step with momentum: `v' = momentum · velocity + grad`, returns
+/// `(param − lr · v', v')`, in one kernel where the backend has it.
+pub fn sgd_momentum_update<B: KernelBackend, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    velocity: Tensor<B, D>,
+    lr: f64,
+    momentum: f64,
+) -> (Tensor<B, D>, Tensor<B, D>) {
+    let (param, velocity) =
+        B::sgd_momentum_update(float(param), float(grad), float(velocity), lr, momentum);
+    (from_float(param), from_float(velocity))
 }
 
 /// Dense layer `x · weight + bias`: `x` `[M, inputs]`, `weight` `[inputs, outputs]` (the

@@ -3,6 +3,7 @@
 //! the kernels are tested against.
 
 use burn::prelude::*;
+use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 
@@ -210,4 +211,51 @@ pub fn dense_backward<B: Backend>(
         weight: float(from_float::<B, 2>(x).transpose().matmul(grad)),
         bias,
     }
+}
+
+pub fn cross_entropy<B: Backend>(logits: FloatTensor<B>, targets: IntTensor<B>) -> FloatTensor<B> {
+    let logits = from_float::<B, 2>(logits);
+    let [rows, _] = logits.dims();
+    let targets = Tensor::<B, 1, Int>::from_primitive(targets).reshape([rows, 1]);
+    float(log_softmax(logits, 1).gather(1, targets).mean().neg())
+}
+
+pub fn cross_entropy_backward<B: Backend>(
+    logits: FloatTensor<B>,
+    targets: IntTensor<B>,
+    grad: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let logits = from_float::<B, 2>(logits);
+    let [rows, classes] = logits.dims();
+    let device = logits.device();
+    let targets = Tensor::<B, 1, Int>::from_primitive(targets)
+        .reshape([rows, 1])
+        .expand([rows, classes]);
+    let classes = Tensor::<B, 1, Int>::arange(0..classes as i64, &device)
+        .reshape([1, classes])
+        .expand([rows, classes]);
+    let one_hot = targets.equal(classes).float();
+    let scale = from_float::<B, 1>(grad)
+        .reshape([1, 1])
+        .div_scalar(rows as f64);
+    float((softmax(logits, 1) - one_hot) * scale)
+}
+
+pub fn sgd_update<B: Backend>(
+    param: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    lr: f64,
+) -> FloatTensor<B> {
+    B::float_sub(param, B::float_mul_scalar(grad, lr.into()))
+}
+
+pub fn sgd_momentum_update<B: Backend>(
+    param: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    velocity: FloatTensor<B>,
+    lr: f64,
+    momentum: f64,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let velocity = B::float_add(B::float_mul_scalar(velocity, momentum.into()), grad);
+    (sgd_update::<B>(param, velocity.clone(), lr), velocity)
 }

@@ -26,7 +26,7 @@ pub struct EpochResult {
 }
 
 /// The whole subset as one batch on `device`.
-fn on_device<B: Backend>(subset: &MnistSubset, device: &B::Device) -> MnistBatch<B> {
+pub(super) fn on_device<B: Backend>(subset: &MnistSubset, device: &B::Device) -> MnistBatch<B> {
     let items = subset.iter().collect();
     Batcher::<B, _, _>::batch(&MnistBatcher, items, device)
 }
@@ -44,7 +44,7 @@ pub fn time_epoch<B: AutodiffKernelBackend>(
     let data = on_device::<B>(train, device);
     let images = train.len();
     let mut model = bench_model::<B>(point, kernels, device);
-    let mut sgd = SgdStep::new(device);
+    let mut sgd = SgdStep::new(kernels);
     let mut step = |model: MnistModel<B>, start: usize| {
         let end = images.min(start + point.batch);
         let x = data.images.clone().slice(start..end);

@@ -10,14 +10,13 @@
 
 use std::time::Instant;
 
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::optim::GradientsParams;
 use burn::prelude::*;
 use cubenet_kernels::AutodiffKernelBackend;
 
-use super::step::{BENCH_LR, random_batch};
+use super::step::{SgdStep, random_batch};
 use super::timing::{Protocol, Timing, sync};
-use crate::model::{KernelPath, SimpleCnnConfig};
+use crate::model::{KernelPath, MnistModel, SimpleCnnConfig};
 
 /// The phases, in the order a step runs them.
 pub const PHASES: [&str; 6] = [
@@ -71,24 +70,28 @@ pub fn time_phases<B: AutodiffKernelBackend>(
     protocol: Protocol,
 ) -> Vec<Timing> {
     B::seed(device, 0);
-    let mut model = SimpleCnnConfig::new()
-        .with_filters(filters)
-        .with_kernels(kernels)
-        .init::<B>(device)
-        .expect("the seed CNN geometry is valid");
+    let mut model = MnistModel::Simple(
+        SimpleCnnConfig::new()
+            .with_filters(filters)
+            .with_kernels(kernels)
+            .init::<B>(device)
+            .expect("the seed CNN geometry is valid"),
+    );
     let (images, targets) = random_batch::<B>(batch, device);
-    let loss_fn = CrossEntropyLossConfig::new().init(device);
-    let mut optimizer = SgdConfig::new().init();
+    let mut sgd = SgdStep::new(kernels);
     let mut samples = vec![Vec::with_capacity(protocol.repeats); PHASES.len()];
     for step in 0..protocol.warmup + protocol.repeats {
+        let MnistModel::Simple(cnn) = &model else {
+            unreachable!("built as the seed CNN above")
+        };
         let mut clock = PhaseClock::<B>::start(device);
-        let features = model.features(images.clone());
+        let features = cnn.features(images.clone());
         clock.lap();
         // Cutting the graph at the features lets the backward run one layer at a time.
         let cut = features.clone().detach().require_grad();
-        let logits = model.classify(cut.clone());
+        let logits = cnn.classify(cut.clone());
         clock.lap();
-        let loss = loss_fn.forward(logits, targets.clone());
+        let loss = sgd.loss(logits, targets.clone());
         clock.lap();
         let head_grads = loss.backward();
         clock.lap();
@@ -100,10 +103,10 @@ pub fn time_phases<B: AutodiffKernelBackend>(
         );
         clock.lap();
         // The update needs every gradient in one set: an untimed whole backward.
-        let loss = loss_fn.forward(model.forward(images.clone()), targets.clone());
+        let loss = sgd.loss(model.forward(images.clone()), targets.clone());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         clock.resume();
-        model = optimizer.step(BENCH_LR, model, grads);
+        model = sgd.update(model, grads);
         clock.lap();
         if step >= protocol.warmup {
             for (phase, lap) in samples.iter_mut().zip(clock.laps) {

@@ -1,7 +1,6 @@
 //! One training step (forward, softmax cross-entropy, backward, SGD update) on a batch
 //! already resident on the device, with no host synchronization inside the step.
 
-use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{GradientsParams, Optimizer, Sgd, SgdConfig};
 use burn::prelude::*;
@@ -12,6 +11,7 @@ use super::sweep::Point;
 use super::timing::{Protocol, Timing, time_synced};
 use crate::data::{IMAGE_SIDE, NUM_CLASSES};
 use crate::model::{KernelPath, MnistModel};
+use crate::train::{FusedSgd, FusedSgdConfig};
 
 /// Learning rate of the benchmarks' plain SGD (no momentum), as in `pytorch_reference.py`:
 /// large enough that the one timed epoch visibly trains (its test accuracy is reported).
@@ -49,17 +49,38 @@ pub fn bench_model<B: AutodiffKernelBackend>(
         .expect("the benchmark networks have valid geometry")
 }
 
-/// The benchmarks' training step: softmax cross-entropy and plain SGD at [`BENCH_LR`].
+/// The benchmarks' training step: softmax cross-entropy and plain SGD at [`BENCH_LR`], each
+/// from the kernel path under test (cubenet's one-kernel loss and update, or Burn's).
 pub struct SgdStep<B: AutodiffKernelBackend> {
-    loss: CrossEntropyLoss<B>,
-    optimizer: OptimizerAdaptor<Sgd<B::InnerBackend>, MnistModel<B>, B>,
+    kernels: KernelPath,
+    optimizer: Update<B>,
+}
+
+/// Burn's `Sgd` or cubenet's [`FusedSgd`], both plain SGD.
+enum Update<B: AutodiffKernelBackend> {
+    Burn(OptimizerAdaptor<Sgd<B::InnerBackend>, MnistModel<B>, B>),
+    Fused(OptimizerAdaptor<FusedSgd, MnistModel<B>, B>),
 }
 
 impl<B: AutodiffKernelBackend> SgdStep<B> {
-    pub fn new(device: &B::Device) -> Self {
-        SgdStep {
-            loss: CrossEntropyLossConfig::new().init(device),
-            optimizer: SgdConfig::new().init(),
+    pub fn new(kernels: KernelPath) -> Self {
+        let optimizer = match kernels {
+            KernelPath::Custom => Update::Fused(FusedSgdConfig::new().init()),
+            KernelPath::Burn => Update::Burn(SgdConfig::new().init()),
+        };
+        SgdStep { kernels, optimizer }
+    }
+
+    /// The loss of `logits` against `targets`.
+    pub fn loss(&self, logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+        self.kernels.cross_entropy(logits, targets)
+    }
+
+    /// The SGD update of `model` from a whole backward's gradients.
+    pub fn update(&mut self, model: MnistModel<B>, grads: GradientsParams) -> MnistModel<B> {
+        match &mut self.optimizer {
+            Update::Burn(optimizer) => optimizer.step(BENCH_LR, model, grads),
+            Update::Fused(optimizer) => optimizer.step(BENCH_LR, model, grads),
         }
     }
 
@@ -70,9 +91,9 @@ impl<B: AutodiffKernelBackend> SgdStep<B> {
         images: Tensor<B, 4>,
         targets: Tensor<B, 1, Int>,
     ) -> MnistModel<B> {
-        let loss = self.loss.forward(model.forward(images), targets);
+        let loss = self.loss(model.forward(images), targets);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        self.optimizer.step(BENCH_LR, model, grads)
+        self.update(model, grads)
     }
 }
 
@@ -85,7 +106,7 @@ pub fn time_training_step<B: AutodiffKernelBackend>(
 ) -> Timing {
     let mut model = Some(bench_model::<B>(point, kernels, device));
     let (images, targets) = random_batch::<B>(point.batch, device);
-    let mut step = SgdStep::new(device);
+    let mut step = SgdStep::new(kernels);
     time_synced::<B>(device, protocol, || {
         let current = model
             .take()

@@ -1,13 +1,14 @@
 //! The digit classifiers as one Burn module, so that training and evaluation code is written
 //! once for every architecture.
 
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
-use super::{LeNet, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnn, SimpleCnnConfig};
+use super::{
+    KernelPath, LeNet, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnn, SimpleCnnConfig,
+};
 use crate::data::MnistBatch;
 
 /// Which network to build, with its settings.
@@ -42,6 +43,17 @@ pub enum MnistModel<B: Backend> {
     Mlp(Mlp<B>),
 }
 
+impl<B: Backend> MnistModel<B> {
+    /// Which implementation runs the layers and the loss (the MLP is Burn's `Linear`s).
+    pub fn kernels(&self) -> KernelPath {
+        match self {
+            MnistModel::Simple(m) => m.kernels(),
+            MnistModel::Lenet(m) => m.kernels(),
+            MnistModel::Mlp(_) => KernelPath::Burn,
+        }
+    }
+}
+
 impl<B: KernelBackend> MnistModel<B> {
     /// Class logits for a batch of images.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
@@ -55,9 +67,9 @@ impl<B: KernelBackend> MnistModel<B> {
     /// Logits and softmax cross-entropy loss against the batch's digits.
     pub fn forward_classification(&self, batch: MnistBatch<B>) -> ClassificationOutput<B> {
         let output = self.forward(batch.images);
-        let loss = CrossEntropyLossConfig::new()
-            .init(&output.device())
-            .forward(output.clone(), batch.targets.clone());
+        let loss = self
+            .kernels()
+            .cross_entropy(output.clone(), batch.targets.clone());
         ClassificationOutput {
             loss,
             output,

@@ -47,6 +47,13 @@ impl<B: Backend> ConvBlock<B> {
     }
 }
 
+impl<B: Backend> ConvBlock<B> {
+    /// Which implementation runs this block.
+    pub fn kernels(&self) -> KernelPath {
+        self.kernels
+    }
+}
+
 impl<B: KernelBackend> ConvBlock<B> {
     pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
         match self.kernels {

@@ -1,5 +1,8 @@
 //! The choice between cubenet's kernels and Burn's ops inside a network.
 
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::prelude::*;
+use cubenet_kernels::{KernelBackend, cross_entropy};
 use serde::{Deserialize, Serialize};
 
 /// Which implementation runs a network's conv·ReLU·pool blocks and dense layers. Both
@@ -15,4 +18,21 @@ pub enum KernelPath {
     Custom,
     /// Burn's conv2d, relu, max_pool2d and Linear, one after the other.
     Burn,
+}
+
+impl KernelPath {
+    /// Mean softmax cross-entropy of `logits` against `targets`: cubenet's one-kernel loss
+    /// on the custom path, Burn's `CrossEntropyLoss` (defaults) on Burn's. Same value.
+    pub fn cross_entropy<B: KernelBackend>(
+        self,
+        logits: Tensor<B, 2>,
+        targets: Tensor<B, 1, Int>,
+    ) -> Tensor<B, 1> {
+        match self {
+            KernelPath::Custom => cross_entropy(logits, targets),
+            KernelPath::Burn => CrossEntropyLossConfig::new()
+                .init(&logits.device())
+                .forward(logits, targets),
+        }
+    }
 }

@@ -68,6 +68,13 @@ impl LeNetConfig {
     }
 }
 
+impl<B: Backend> LeNet<B> {
+    /// Which implementation runs the layers.
+    pub fn kernels(&self) -> KernelPath {
+        self.block1.kernels()
+    }
+}
+
 impl<B: KernelBackend> LeNet<B> {
     /// Class logits `[n, classes]` for images `[n, 1, side, side]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {

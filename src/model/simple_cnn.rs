@@ -58,6 +58,13 @@ impl SimpleCnnConfig {
     }
 }
 
+impl<B: Backend> SimpleCnn<B> {
+    /// Which implementation runs the layers.
+    pub fn kernels(&self) -> KernelPath {
+        self.block.kernels()
+    }
+}
+
 impl<B: KernelBackend> SimpleCnn<B> {
     /// Class logits `[n, classes]` for images `[n, 1, side, side]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {

@@ -5,9 +5,10 @@
 //!
 //! Shaped for the classifier heads of small CNNs — K large (169·d inputs), N small (10
 //! classes), M a batch — where a general matmul tiles poorly. The forward gives each cube
-//! a block of `rows` × `cols` outputs whose K products its units share out and then reduce
-//! in shared memory, so x is read once per column block and every weight load serves
-//! `rows` rows. The weight gradient gives each cube `rows` weight rows (k, plus the bias
+//! a block of `rows` × `cols` outputs and a split of the K inputs, whose products its units
+//! share out and then reduce in shared memory, so x is read once per column block and every
+//! weight load serves `rows` rows; splitting K keeps the GPU full when the batch is small
+//! next to K (1000 × 43,264 at d = 256), and a second kernel adds the splits and the bias. The weight gradient gives each cube `rows` weight rows (k, plus the bias
 //! as row K) and a block of `cols` columns; its `lanes` units per row split the batch
 //! between them and add their partial sums in shared memory, so a 1000-image batch is
 //! reduced by thousands of cubes' worth of units instead of one unit per row (adjacent
@@ -15,12 +16,14 @@
 
 use cubecl::prelude::*;
 
+/// Forward, stage 1: `partials[s, m, n]` = the products of inputs k in split s
+/// (`k_per_split` inputs from s · k_per_split).
 #[cube(launch)]
-pub fn dense_forward<F: Float>(
+pub fn dense_forward_partial<F: Float>(
     x: &Tensor<F>,
     weight: &Tensor<F>,
-    bias: &ComptimeOption<Tensor<F>>,
-    output: &mut Tensor<F>,
+    partials: &mut Tensor<F>,
+    k_per_split: u32,
     #[comptime] rows: u32,
     #[comptime] cols: u32,
     #[comptime] cube_size: u32,
@@ -30,6 +33,11 @@ pub fn dense_forward<F: Float>(
     let outputs = weight.shape(1);
     let first_row = CUBE_POS_X as usize * rows as usize;
     let first_col = CUBE_POS_Y as usize * cols as usize;
+    let split = CUBE_POS_Z as usize;
+    let mut k_end = (split + 1) * k_per_split as usize;
+    if k_end > inputs {
+        k_end = inputs;
+    }
 
     let mut sums = Array::<F>::new((rows * cols) as usize);
     #[unroll]
@@ -37,8 +45,8 @@ pub fn dense_forward<F: Float>(
         sums[i as usize] = F::new(0.0);
     }
     let mut w = Array::<F>::new(cols as usize);
-    let mut k = UNIT_POS as usize;
-    while k < inputs {
+    let mut k = split * k_per_split as usize + UNIT_POS as usize;
+    while k < k_end {
         #[unroll]
         for c in 0..cols {
             let n = first_col + c as usize;
@@ -86,30 +94,72 @@ pub fn dense_forward<F: Float>(
         let m = first_row + r as usize;
         let n = first_col + UNIT_POS as usize;
         if UNIT_POS < cols && m < batch && n < outputs {
-            let b: ComptimeOption<F> = bias.map(|bias| bias[n]);
-            output[m * outputs + n] =
-                shared[(UNIT_POS * cube_size) as usize] + b.unwrap_or_default();
+            partials[(split * batch + m) * outputs + n] = shared[(UNIT_POS * cube_size) as usize];
         }
         sync_cube();
     }
 }
 
-/// dx[m, k] = Σ_n dy[m, n] · W[k, n], one unit per element of dx.
+/// Forward, stage 2: y[m, n] = Σ_s partials[s, m, n] + b[n], one unit per output.
 #[cube(launch)]
-pub fn dense_input_grad<F: Float>(grad: &Tensor<F>, weight: &Tensor<F>, x_grad: &mut Tensor<F>) {
+pub fn dense_forward_sum<F: Float>(
+    partials: &Tensor<F>,
+    bias: &ComptimeOption<Tensor<F>>,
+    output: &mut Tensor<F>,
+) {
     let pos = ABSOLUTE_POS;
-    if pos >= x_grad.len() {
+    if pos >= output.len() {
         terminate!();
     }
-    let outputs = weight.shape(1);
-    let inputs = weight.shape(0);
-    let m = pos / inputs;
-    let k = pos % inputs;
+    let per_split = output.len();
     let mut sum = F::new(0.0);
-    for n in 0..outputs {
-        sum += grad[m * outputs + n] * weight[k * outputs + n];
+    for s in 0..partials.shape(0) {
+        sum += partials[s * per_split + pos];
     }
-    x_grad[pos] = sum;
+    let b: ComptimeOption<F> = bias.map(|bias| bias[pos % output.shape(1)]);
+    output[pos] = sum + b.unwrap_or_default();
+}
+
+/// dx[m, k] = Σ_n dy[m, n] · W[k, n]. A unit owns input k for a block of `rows` batch rows:
+/// it reads W's row k once for all of them (dy's values are the same for every unit of a
+/// row block, so they broadcast), and adjacent units write adjacent k.
+#[cube(launch)]
+pub fn dense_input_grad<F: Float>(
+    grad: &Tensor<F>,
+    weight: &Tensor<F>,
+    x_grad: &mut Tensor<F>,
+    #[comptime] rows: u32,
+) {
+    let batch = x_grad.shape(0);
+    let inputs = weight.shape(0);
+    let outputs = weight.shape(1);
+    let k = ABSOLUTE_POS_X as usize;
+    if k >= inputs {
+        terminate!();
+    }
+    let first_row = CUBE_POS_Y as usize * rows as usize;
+    let mut sums = Array::<F>::new(rows as usize);
+    #[unroll]
+    for r in 0..rows {
+        sums[r as usize] = F::new(0.0);
+    }
+    for n in 0..outputs {
+        let w = weight[k * outputs + n];
+        #[unroll]
+        for r in 0..rows {
+            let m = first_row + r as usize;
+            if m < batch {
+                sums[r as usize] += grad[m * outputs + n] * w;
+            }
+        }
+    }
+    #[unroll]
+    for r in 0..rows {
+        let m = first_row + r as usize;
+        if m < batch {
+            x_grad[m * inputs + k] = sums[r as usize];
+        }
+    }
 }
 
 /// dW[k, n] = Σ_m x[m, k] · dy[m, n] for unit k < K; with `with_bias`, unit k = K computes

@@ -6,13 +6,18 @@
 //!   out = max(0, max z)          (= max-pool of ReLU(z))
 //!   argmax = offset of the first maximal z if that maximum is positive, else NO_ARGMAX
 //!            (ReLU cut the value: its gradient is zero everywhere in the window).
+//!
+//! A unit owns one pooled position (n, ph, pw) for a block of `filters` filters. It loads
+//! the input patch its window's conv positions read (4×4 for a 2×2 pool over a 3×3 conv)
+//! into registers once per input channel and reuses it for every filter of the block, so
+//! each input load serves `filters` × (window positions) multiply-adds instead of one.
+//! Neighbouring units are neighbouring `pw`, so the pooled map is written coalesced.
 //! The backward reuses `conv::conv2d_input_grad` and `reduce::conv2d_weight_grad` with the
 //! argmax routing the pooled gradient.
 
 use cubecl::prelude::*;
 
-use super::conv::conv_at;
-use super::geometry::{NO_ARGMAX, Window, nchw_position};
+use super::geometry::{NO_ARGMAX, Window};
 
 #[cube(launch)]
 pub fn conv_relu_pool_forward<F: Float, A: Int>(
@@ -25,35 +30,116 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     conv_w: u32,
     #[comptime] conv: Window,
     #[comptime] pool: Window,
+    #[comptime] filters: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let pos = ABSOLUTE_POS;
-    if pos >= output.len() {
+    let c_out = output.shape(1);
+    let out_h = output.shape(2);
+    let out_w = output.shape(3);
+    let plane = out_h * out_w;
+    let pos = ABSOLUTE_POS_X as usize;
+    if pos >= output.shape(0) * plane {
         terminate!();
     }
-    let (n, co, ph, pw) = nchw_position(pos, output);
-    let bias: ComptimeOption<F> = bias.map(|bias| bias[co]);
-    let b = bias.unwrap_or_default();
+    let n = pos / plane;
+    let within = pos % plane;
+    let ph = (within / out_w) as u32;
+    let pw = (within % out_w) as u32;
+    let first_co = CUBE_POS_Y as usize * filters as usize;
 
-    let mut best = F::new(0.0);
-    let mut best_offset = NO_ARGMAX.runtime();
+    let c_in = x.shape(1);
+    let in_h = x.shape(2) as u32;
+    let in_w = x.shape(3) as u32;
+    let taps = conv.size_h * conv.size_w;
+    let windows = comptime!(pool.size_h * pool.size_w);
+    let patch_h = comptime!((pool.size_h - 1) * conv.stride_h + conv.size_h);
+    let patch_w = comptime!((pool.size_w - 1) * conv.stride_w + conv.size_w);
+    // Patch element (r, c) is input (top + r − offset_h, left + c − offset_w): the shift by
+    // both paddings keeps the arithmetic unsigned.
+    let offset_h = pool.pad_h * conv.stride_h + conv.pad_h;
+    let offset_w = pool.pad_w * conv.stride_w + conv.pad_w;
+    let top = ph * pool.stride_h * conv.stride_h;
+    let left = pw * pool.stride_w * conv.stride_w;
+
+    let mut sums = Array::<F>::new(comptime!((filters * windows) as usize));
     #[unroll]
-    for kh in 0..pool.size_h {
-        let row = ph * pool.stride_h + kh;
-        if row >= pool.pad_h && row < conv_h + pool.pad_h {
+    for i in 0..filters * windows {
+        sums[i as usize] = F::new(0.0);
+    }
+    let mut patch = Array::<F>::new(comptime!((patch_h * patch_w) as usize));
+    for ci in 0..c_in {
+        let x_base = (n * c_in + ci) * (in_h * in_w) as usize;
+        #[unroll]
+        for r in 0..patch_h {
+            let row = top + r;
             #[unroll]
-            for kw in 0..pool.size_w {
-                let col = pw * pool.stride_w + kw;
-                if col >= pool.pad_w && col < conv_w + pool.pad_w {
-                    let z = b + conv_at(x, weight, n, co, row - pool.pad_h, col - pool.pad_w, conv);
-                    if z > best {
-                        best = z;
-                        best_offset = kh * pool.size_w + kw;
+            for c in 0..patch_w {
+                let col = left + c;
+                let mut value = F::new(0.0);
+                if row >= offset_h
+                    && row < in_h + offset_h
+                    && col >= offset_w
+                    && col < in_w + offset_w
+                {
+                    value = x[x_base + ((row - offset_h) * in_w + col - offset_w) as usize];
+                }
+                patch[(r * patch_w + c) as usize] = value;
+            }
+        }
+        #[unroll]
+        for f in 0..filters {
+            let co = first_co + f as usize;
+            if co < c_out {
+                let w_base = (co * c_in + ci) * taps as usize;
+                #[unroll]
+                for kh in 0..conv.size_h {
+                    #[unroll]
+                    for kw in 0..conv.size_w {
+                        let w = weight[w_base + (kh * conv.size_w + kw) as usize];
+                        #[unroll]
+                        for wh in 0..pool.size_h {
+                            #[unroll]
+                            for ww in 0..pool.size_w {
+                                let r = wh * conv.stride_h + kh;
+                                let c = ww * conv.stride_w + kw;
+                                let s = (f * windows + wh * pool.size_w + ww) as usize;
+                                sums[s] += patch[(r * patch_w + c) as usize] * w;
+                            }
+                        }
                     }
                 }
             }
         }
     }
-    output[pos] = best;
-    argmax[pos] = A::cast_from(best_offset);
+
+    #[unroll]
+    for f in 0..filters {
+        let co = first_co + f as usize;
+        if co < c_out {
+            let b: ComptimeOption<F> = bias.map(|bias| bias[co]);
+            let b = b.unwrap_or_default();
+            let mut best = F::new(0.0);
+            let mut best_offset = NO_ARGMAX.runtime();
+            #[unroll]
+            for wh in 0..pool.size_h {
+                let row = ph * pool.stride_h + wh;
+                if row >= pool.pad_h && row < conv_h + pool.pad_h {
+                    #[unroll]
+                    for ww in 0..pool.size_w {
+                        let col = pw * pool.stride_w + ww;
+                        if col >= pool.pad_w && col < conv_w + pool.pad_w {
+                            let z = b + sums[(f * windows + wh * pool.size_w + ww) as usize];
+                            if z > best {
+                                best = z;
+                                best_offset = wh * pool.size_w + ww;
+                            }
+                        }
+                    }
+                }
+            }
+            let o = (n * c_out + co) * plane + within;
+            output[o] = best;
+            argmax[o] = A::cast_from(best_offset);
+        }
+    }
 }

@@ -10,5 +10,7 @@ pub mod conv;
 pub mod dense;
 pub mod fused;
 pub mod geometry;
+pub mod loss;
 pub mod pool;
 pub mod reduce;
+pub mod update;

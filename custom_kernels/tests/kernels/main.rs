@@ -11,5 +11,7 @@ mod dense;
 mod fused;
 mod gradcheck;
 mod harness;
+mod loss;
 mod ndarray_defaults;
 mod pool;
+mod update;

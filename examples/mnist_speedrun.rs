@@ -1,0 +1,175 @@
+//! MNIST time to accuracy: train from scratch with the training set on the GPU, over
+//! several seeds, and report the training wall time and test accuracy of each.
+//!
+//! ```text
+//! cargo run --release --example mnist_speedrun --features cuda -- --data-dir ../shared/datasets/mnist
+//! ```
+//! The clock runs only while training (kernels are compiled beforehand by untimed steps;
+//! evaluation after each epoch is not timed). The goal is ≥ 99.0% test accuracy within
+//! 0.5 s, on average over the seeds; the last line says whether a run met it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use burn::data::dataset::Dataset;
+use clap::{Parser, ValueEnum};
+use cubenet::backend::{BackendKind, BackendTask, run_on};
+use cubenet::bench::{SpeedrunConfig, SpeedrunResult, speedrun};
+use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
+use cubenet::model::{LeNetConfig, MnistModelConfig, SimpleCnnConfig};
+use cubenet_kernels::AutodiffKernelBackend;
+
+/// Accuracy and time the speedrun aims for.
+const TARGET_ACCURACY: f64 = 0.99;
+const TARGET_SECONDS: f64 = 0.5;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModelKind {
+    /// conv 3x3 (1→d) → ReLU → 2x2 max-pool → linear
+    Simple,
+    /// two conv blocks and two linear layers
+    Lenet,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Time MNIST training to 99% test accuracy over several seeds")]
+struct Args {
+    /// Backend to train on [default: cuda when compiled in, else ndarray]
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
+    #[arg(long, value_enum, default_value_t = ModelKind::Lenet)]
+    model: ModelKind,
+    /// Filters of the simple CNN's convolution (d)
+    #[arg(long, default_value_t = 128)]
+    filters: usize,
+    /// Channels of LeNet's two convolutions
+    #[arg(long, num_args = 2, default_values_t = [32, 64])]
+    channels: Vec<usize>,
+    #[arg(long, default_value_t = 2)]
+    epochs: usize,
+    #[arg(long, default_value_t = 128)]
+    batch_size: usize,
+    /// Peak learning rate (linear decay to 0 over the run)
+    #[arg(long, default_value_t = 0.05)]
+    lr: f64,
+    #[arg(long, default_value_t = 0.9)]
+    momentum: f64,
+    /// Runs, with seeds 0..N
+    #[arg(long, default_value_t = 5)]
+    seeds: u64,
+    /// Directory with the four MNIST IDX files (raw or .gz); downloads them when absent
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+struct Speedrun {
+    config: SpeedrunConfig,
+    train: MnistSubset,
+    test: MnistSubset,
+    seeds: u64,
+}
+
+impl BackendTask for Speedrun {
+    type Output = anyhow::Result<Vec<SpeedrunResult>>;
+
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+        let report = |run: &SpeedrunResult| {
+            let marks: Vec<String> = run
+                .marks
+                .iter()
+                .map(|m| {
+                    format!(
+                        "epoch {} {:.3} s {:.2}%",
+                        m.epoch,
+                        m.train_seconds,
+                        m.test_accuracy * 100.0
+                    )
+                })
+                .collect();
+            println!("seed {}: {}", run.seed, marks.join(", "));
+        };
+        Ok(speedrun::<B>(
+            &device,
+            &self.config,
+            &self.train,
+            &self.test,
+            0..self.seeds,
+            report,
+        )?)
+    }
+}
+
+/// Mean and (sample) standard deviation.
+fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, var.sqrt())
+}
+
+fn run(args: Args) -> anyhow::Result<bool> {
+    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
+    anyhow::ensure!(args.epochs > 0, "--epochs must be at least 1");
+    let source = match &args.data_dir {
+        Some(dir) => MnistSource::Dir(dir.clone()),
+        None => MnistSource::Download,
+    };
+    let train = MnistSubset::all(Arc::new(MnistData::load(&source, Split::Train)?));
+    let test = MnistSubset::all(Arc::new(MnistData::load(&source, Split::Test)?));
+    anyhow::ensure!(
+        args.batch_size > 0 && args.batch_size <= train.len(),
+        "--batch-size must be between 1 and the {} training images",
+        train.len()
+    );
+    let model = match args.model {
+        ModelKind::Simple => {
+            MnistModelConfig::Simple(SimpleCnnConfig::new().with_filters(args.filters))
+        }
+        ModelKind::Lenet => MnistModelConfig::Lenet(
+            LeNetConfig::new().with_channels([args.channels[0], args.channels[1]]),
+        ),
+    };
+    println!(
+        "{model:?}, batch {}, {} epochs, lr {}, momentum {}",
+        args.batch_size, args.epochs, args.lr, args.momentum
+    );
+    let backend = args.backend.unwrap_or_else(BackendKind::default_for_build);
+    let task = Speedrun {
+        config: SpeedrunConfig {
+            model,
+            batch_size: args.batch_size,
+            epochs: args.epochs,
+            lr: args.lr,
+            momentum: args.momentum,
+        },
+        train,
+        test,
+        seeds: args.seeds,
+    };
+    let runs = run_on(backend, task)??;
+    let seconds: Vec<f64> = runs.iter().map(|r| r.last().train_seconds).collect();
+    let accuracy: Vec<f64> = runs
+        .iter()
+        .map(|r| r.last().test_accuracy * 100.0)
+        .collect();
+    let (time, time_std) = mean_std(&seconds);
+    let (acc, acc_std) = mean_std(&accuracy);
+    let met = acc >= TARGET_ACCURACY * 100.0 && time <= TARGET_SECONDS;
+    println!(
+        "mean over {} seeds: test accuracy {acc:.2}% ± {acc_std:.2}, training time {time:.3} s ± {time_std:.3} ({} 99% in 0.5 s)",
+        runs.len(),
+        if met { "meets" } else { "misses" }
+    );
+    Ok(met)
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

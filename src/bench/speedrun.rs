@@ -1,0 +1,184 @@
+//! Time to accuracy on MNIST: train a network from scratch for a fixed schedule with the
+//! whole training set already on the device, the clock running only while training (each
+//! epoch ends with a device synchronization; the test evaluation after it is not timed).
+//!
+//! Kernels are compiled and autotuned before the clock starts, by a few untimed steps of a
+//! throwaway network of the same shapes. Each step is cubenet's loss and fused SGD with
+//! momentum; the learning rate decays linearly to zero over the run; batches are consecutive
+//! slices of a per-epoch permutation of the images (gathered on the device); a last partial
+//! batch is dropped, so every step has the same shapes.
+
+use std::time::Instant;
+
+use burn::data::dataset::Dataset;
+use burn::module::AutodiffModule;
+use burn::optim::{GradientsParams, Optimizer};
+use burn::prelude::*;
+use cubenet_kernels::AutodiffKernelBackend;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use serde::Serialize;
+
+use super::epoch::on_device;
+use super::timing::sync;
+use crate::data::{MnistBatch, MnistSubset};
+use crate::model::{MnistModel, MnistModelConfig, ModelError};
+use crate::train::{FusedSgdConfig, evaluate};
+
+/// Untimed steps that compile the kernels before the clock starts.
+const WARMUP_STEPS: usize = 3;
+
+/// The schedule of a speedrun.
+#[derive(Debug, Clone)]
+pub struct SpeedrunConfig {
+    pub model: MnistModelConfig,
+    pub batch_size: usize,
+    pub epochs: usize,
+    /// Peak learning rate, at the first step.
+    pub lr: f64,
+    pub momentum: f64,
+}
+
+/// Where a run stood at the end of an epoch.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct EpochMark {
+    pub epoch: usize,
+    /// Training wall time since the clock started, synchronized.
+    pub train_seconds: f64,
+    pub test_accuracy: f64,
+}
+
+/// One seed's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeedrunResult {
+    pub seed: u64,
+    pub marks: Vec<EpochMark>,
+}
+
+impl SpeedrunResult {
+    /// The last epoch's mark: the run's time and accuracy.
+    pub fn last(&self) -> EpochMark {
+        *self.marks.last().expect("a run has at least one epoch")
+    }
+
+    /// Training time at the first epoch end with at least `accuracy`.
+    pub fn time_to(&self, accuracy: f64) -> Option<f64> {
+        self.marks
+            .iter()
+            .find(|mark| mark.test_accuracy >= accuracy)
+            .map(|mark| mark.train_seconds)
+    }
+}
+
+/// Runs `config` once per seed on `device`; `report` sees each run as it finishes.
+pub fn speedrun<B: AutodiffKernelBackend>(
+    device: &B::Device,
+    config: &SpeedrunConfig,
+    train: &MnistSubset,
+    test: &MnistSubset,
+    seeds: impl IntoIterator<Item = u64>,
+    mut report: impl FnMut(&SpeedrunResult),
+) -> Result<Vec<SpeedrunResult>, ModelError> {
+    let data = on_device::<B>(train, device);
+    let run = Trainer {
+        config,
+        data: &data,
+        steps_per_epoch: train.len() / config.batch_size,
+    };
+    run.warm_up(device)?;
+    let mut results = Vec::new();
+    for seed in seeds {
+        let result = run.train(device, test, seed)?;
+        report(&result);
+        results.push(result);
+    }
+    Ok(results)
+}
+
+struct Trainer<'a, B: AutodiffKernelBackend> {
+    config: &'a SpeedrunConfig,
+    data: &'a MnistBatch<B>,
+    steps_per_epoch: usize,
+}
+
+impl<B: AutodiffKernelBackend> Trainer<'_, B> {
+    fn warm_up(&self, device: &B::Device) -> Result<(), ModelError> {
+        let mut model = self.config.model.init::<B>(device)?;
+        let mut optimizer = FusedSgdConfig::new()
+            .with_momentum(self.config.momentum)
+            .init::<B, MnistModel<B>>();
+        let epoch = self.shuffled(device, u64::MAX, 0);
+        for step in 0..WARMUP_STEPS.min(self.steps_per_epoch) {
+            model = self.step(model, &mut optimizer, &epoch, step, self.config.lr);
+        }
+        sync::<B>(device);
+        Ok(())
+    }
+
+    fn train(
+        &self,
+        device: &B::Device,
+        test: &MnistSubset,
+        seed: u64,
+    ) -> Result<SpeedrunResult, ModelError> {
+        B::seed(device, seed);
+        let mut model = self.config.model.init::<B>(device)?;
+        let mut optimizer = FusedSgdConfig::new()
+            .with_momentum(self.config.momentum)
+            .init::<B, MnistModel<B>>();
+        let total = (self.config.epochs * self.steps_per_epoch) as f64;
+        let mut marks = Vec::with_capacity(self.config.epochs);
+        let mut train_seconds = 0.0;
+        sync::<B>(device);
+        for epoch in 0..self.config.epochs {
+            let start = Instant::now();
+            let batches = self.shuffled(device, seed, epoch);
+            for step in 0..self.steps_per_epoch {
+                let done = (epoch * self.steps_per_epoch + step) as f64;
+                let lr = self.config.lr * (1.0 - done / total);
+                model = self.step(model, &mut optimizer, &batches, step, lr);
+            }
+            sync::<B>(device);
+            train_seconds += start.elapsed().as_secs_f64();
+            marks.push(EpochMark {
+                epoch: epoch + 1,
+                train_seconds,
+                test_accuracy: evaluate(&model.valid(), test, device),
+            });
+        }
+        Ok(SpeedrunResult { seed, marks })
+    }
+
+    /// The training set in epoch `epoch`'s order of run `seed`, gathered on the device.
+    fn shuffled(&self, device: &B::Device, seed: u64, epoch: usize) -> MnistBatch<B> {
+        let images = self.data.targets.dims()[0];
+        let mut order: Vec<i64> = (0..images as i64).collect();
+        order.shuffle(&mut StdRng::seed_from_u64(
+            seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
+        ));
+        let order = Tensor::<B, 1, Int>::from_data(TensorData::new(order, [images]), device);
+        MnistBatch {
+            images: self.data.images.clone().select(0, order.clone()),
+            targets: self.data.targets.clone().select(0, order),
+        }
+    }
+
+    fn step(
+        &self,
+        model: MnistModel<B>,
+        optimizer: &mut impl Optimizer<MnistModel<B>, B>,
+        epoch: &MnistBatch<B>,
+        step: usize,
+        lr: f64,
+    ) -> MnistModel<B> {
+        let rows = step * self.config.batch_size..(step + 1) * self.config.batch_size;
+        let images = epoch.images.clone().slice(rows.clone());
+        let targets = epoch.targets.clone().slice(rows);
+        let loss = model
+            .kernels()
+            .cross_entropy(model.forward(images), targets);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        optimizer.step(lr, model, grads)
+    }
+}
