@@ -7,8 +7,8 @@
 #   scripts/backend_swap_on_gpu.sh burn   # CUDA with Burn's kernels
 #   scripts/backend_swap_on_gpu.sh torch  # PyTorch eager and torch.compile
 #   scripts/backend_swap_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
-#   scripts/backend_swap_on_gpu.sh headline  # the seed CNN: cubenet and PyTorch eager in one
-#                                            # call, then the MNIST speedrun (issue 5)
+#   scripts/backend_swap_on_gpu.sh headline  # the seed CNN and LeNet: cubenet and PyTorch
+#                                            # eager in one call, then the MNIST speedrun
 # and merge everything into one set of tables and plots:
 #   cargo run --release -- bench --merge-only --out docs/benchmarks \
 #       $(for f in $OUT/*/results.json $OUT/pytorch-*.json; do echo --merge $f; done)
@@ -68,7 +68,8 @@ case $stage in
   headline)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
     swap cuda-cubenet-simple 240 --variants cuda-cubenet --models simple --data-dir "$mnist"
-    torch pytorch-eager-simple 60 --variants eager --models simple --data-dir "$mnist"
+    swap cuda-cubenet-lenet 90 --variants cuda-cubenet --models lenet --no-phases
+    torch pytorch-eager-simple-lenet 90 --variants eager --models simple,lenet --data-dir "$mnist"
     # The speedrun's default schedule, then a larger batch and a single epoch.
     for schedule in "" "--batch-size 256 --epochs 3 --lr 0.1" "--batch-size 64 --epochs 1"; do
       name=speedrun-$(echo "${schedule:-default}" | tr -d ' -')

@@ -5,13 +5,12 @@
 //!   y = b[co] + Σ_{ci,kh,kw} x[n, ci, oh·sh − ph + kh, ow·sw − pw + kw] · w[co, ci, kh, kw]
 //! Input gradient, a gather over the outputs each input element feeds:
 //!   dx[n, ci, ih, iw] = Σ_{co,kh,kw : ih = oh·sh − ph + kh, iw = ow·sw − pw + kw} dy[n, co, oh, ow] · w[co, ci, kh, kw]
-//! where dy is either the conv output's gradient or, for the fused conv·ReLU·pool, the
-//! pooled gradient routed through the argmax (see `geometry::routed_grad`), so the
-//! full-resolution gradient is never stored.
+//! For the fused conv·ReLU·pool, dy is first gathered from the pooled gradient through the
+//! argmax (the max-pool backward): a conv-output-sized map, small next to the work here.
 
 use cubecl::prelude::*;
 
-use super::geometry::{Window, nchw_position, routed_grad};
+use super::geometry::{Window, nchw_position};
 
 /// Σ_{ci,kh,kw} x · w for conv output `(oh, ow)` of image `n`, filter `co` (no bias).
 #[cube]
@@ -51,7 +50,7 @@ pub fn conv_at<F: Float>(
     sum
 }
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn conv2d_forward<F: Float>(
     x: &Tensor<F>,
     weight: &Tensor<F>,
@@ -68,32 +67,43 @@ pub fn conv2d_forward<F: Float>(
     output[pos] = bias.unwrap_or_default() + conv_at(x, weight, n, co, oh, ow, conv);
 }
 
-/// Input gradient; `grad` is dy, or the pooled gradient when `argmax` is given. `conv_h`
-/// and `conv_w` are the conv output's size (dy's size when there is no pooling).
-#[cube(launch)]
-pub fn conv2d_input_grad<F: Float, A: Int>(
+/// Input gradient from the conv output's gradient `grad` (dy). A unit owns one input
+/// position (n, ih, iw) for a block of `channels` input channels (cube row Y picks the
+/// block): each dy value it reads serves all of them, and the weights it multiplies by are
+/// the same for every unit of the cube, so they broadcast.
+#[cube(launch_unchecked)]
+pub fn conv2d_input_grad<F: Float>(
     grad: &Tensor<F>,
-    argmax: &ComptimeOption<Tensor<A>>,
     weight: &Tensor<F>,
     x_grad: &mut Tensor<F>,
-    conv_h: u32,
-    conv_w: u32,
     #[comptime] conv: Window,
-    #[comptime] pool: Window,
-    #[define(A)] _argmax_type: StorageType,
+    #[comptime] channels: u32,
 ) {
-    let pos = ABSOLUTE_POS;
-    if pos >= x_grad.len() {
+    let c_in = x_grad.shape(1);
+    let in_h = x_grad.shape(2) as u32;
+    let in_w = x_grad.shape(3) as u32;
+    let plane = (in_h * in_w) as usize;
+    let pos = ABSOLUTE_POS_X as usize;
+    if pos >= x_grad.shape(0) * plane {
         terminate!();
     }
-    let (n, ci, ih, iw) = nchw_position(pos, x_grad);
-    let c_in = x_grad.shape(1);
-    let c_out = weight.shape(0);
+    let n = pos / plane;
+    let ih = (pos % plane) as u32 / in_w;
+    let iw = (pos % plane) as u32 % in_w;
+    let first_ci = CUBE_POS_Y as usize * channels as usize;
+    let c_out = grad.shape(1);
+    let conv_h = grad.shape(2) as u32;
+    let conv_w = grad.shape(3) as u32;
     let taps = (conv.size_h * conv.size_w) as usize;
 
-    let mut sum = F::new(0.0);
+    let mut sums = Array::<F>::new(channels as usize);
+    #[unroll]
+    for c in 0..channels {
+        sums[c as usize] = F::new(0.0);
+    }
     for co in 0..c_out {
-        let w_base = (co * c_in + ci) * taps;
+        let grad_base = (n * c_out + co) * (conv_h * conv_w) as usize;
+        let w_base = (co * c_in + first_ci) * taps;
         #[unroll]
         for kh in 0..conv.size_h {
             // Output row oh reads input row ih through tap kh when oh·sh = ih + ph − kh.
@@ -107,8 +117,15 @@ pub fn conv2d_input_grad<F: Float, A: Int>(
                         if shifted_w >= kw && (shifted_w - kw).is_multiple_of(conv.stride_w) {
                             let ow = (shifted_w - kw) / conv.stride_w;
                             if ow < conv_w {
-                                let dy = routed_grad(grad, argmax, n * c_out + co, oh, ow, pool);
-                                sum += dy * weight[w_base + (kh * conv.size_w + kw) as usize];
+                                let dy = grad[grad_base + (oh * conv_w + ow) as usize];
+                                let tap = (kh * conv.size_w + kw) as usize;
+                                #[unroll]
+                                for c in 0..channels {
+                                    if first_ci + (c as usize) < c_in {
+                                        let w = weight[w_base + c as usize * taps + tap];
+                                        sums[c as usize] += dy * w;
+                                    }
+                                }
                             }
                         }
                     }
@@ -116,5 +133,12 @@ pub fn conv2d_input_grad<F: Float, A: Int>(
             }
         }
     }
-    x_grad[pos] = sum;
+    let spatial = (ih * in_w + iw) as usize;
+    #[unroll]
+    for c in 0..channels {
+        let ci = first_ci + c as usize;
+        if ci < c_in {
+            x_grad[(n * c_in + ci) * plane + spatial] = sums[c as usize];
+        }
+    }
 }

@@ -16,9 +16,11 @@
 
 use cubecl::prelude::*;
 
+use super::cube_sum::sum_rows_over_units;
+
 /// Forward, stage 1: `partials[s, m, n]` = the products of inputs k in split s
 /// (`k_per_split` inputs from s · k_per_split).
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn dense_forward_partial<F: Float>(
     x: &Tensor<F>,
     weight: &Tensor<F>,
@@ -77,20 +79,7 @@ pub fn dense_forward_partial<F: Float>(
         for c in 0..cols {
             shared[(c * cube_size + UNIT_POS) as usize] = sums[(r * cols + c) as usize];
         }
-        sync_cube();
-        let mut half = CUBE_DIM / 2;
-        while half > 0 {
-            if UNIT_POS < half {
-                #[unroll]
-                for c in 0..cols {
-                    let i = (c * cube_size + UNIT_POS) as usize;
-                    let other = shared[i + half as usize];
-                    shared[i] += other;
-                }
-            }
-            sync_cube();
-            half /= 2;
-        }
+        sum_rows_over_units(&mut shared, cols, cube_size);
         let m = first_row + r as usize;
         let n = first_col + UNIT_POS as usize;
         if UNIT_POS < cols && m < batch && n < outputs {
@@ -101,7 +90,7 @@ pub fn dense_forward_partial<F: Float>(
 }
 
 /// Forward, stage 2: y[m, n] = Σ_s partials[s, m, n] + b[n], one unit per output.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn dense_forward_sum<F: Float>(
     partials: &Tensor<F>,
     bias: &ComptimeOption<Tensor<F>>,
@@ -123,7 +112,7 @@ pub fn dense_forward_sum<F: Float>(
 /// dx[m, k] = Σ_n dy[m, n] · W[k, n]. A unit owns input k for a block of `rows` batch rows:
 /// it reads W's row k once for all of them (dy's values are the same for every unit of a
 /// row block, so they broadcast), and adjacent units write adjacent k.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn dense_input_grad<F: Float>(
     grad: &Tensor<F>,
     weight: &Tensor<F>,
@@ -164,7 +153,7 @@ pub fn dense_input_grad<F: Float>(
 
 /// dW[k, n] = Σ_m x[m, k] · dy[m, n] for unit k < K; with `with_bias`, unit k = K computes
 /// db[n] = Σ_m dy[m, n] (as if x had a column of ones). Columns come in blocks of `cols`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn dense_weight_grad<F: Float>(
     x: &Tensor<F>,
     grad: &Tensor<F>,

@@ -19,7 +19,7 @@ use cubecl::prelude::*;
 
 use super::geometry::{NO_ARGMAX, Window};
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn conv_relu_pool_forward<F: Float, A: Int>(
     x: &Tensor<F>,
     weight: &Tensor<F>,

@@ -121,26 +121,3 @@ pub fn gather_from_windows<F: Float, A: Int>(
     }
     sum
 }
-
-/// Gradient of the loss with respect to conv output `(oh, ow)` of plane `plane`: read
-/// directly without `argmax`, otherwise gathered from the pooling windows.
-#[cube]
-#[allow(clippy::let_and_return)] // `#[comptime]` needs the match bound by a `let`
-pub fn routed_grad<F: Float, A: Int>(
-    grad: &Tensor<F>,
-    argmax: &ComptimeOption<Tensor<A>>,
-    plane: usize,
-    oh: u32,
-    ow: u32,
-    #[comptime] pool: Window,
-) -> F {
-    #[comptime]
-    let routed = match &argmax {
-        ComptimeOption::Some(argmax) => gather_from_windows(grad, argmax, plane, oh, ow, pool),
-        ComptimeOption::None => {
-            let grad_w = grad.shape(3);
-            grad[(plane * grad.shape(2) + oh as usize) * grad_w + ow as usize]
-        }
-    };
-    routed
-}

@@ -11,12 +11,14 @@
 
 use cubecl::prelude::*;
 
+use super::cube_sum::sum_rows_over_units;
+
 /// (max over the row, Σ exp(l − max)) of logit row `row`.
 #[cube]
 fn row_exp_sum<F: Float>(logits: &Tensor<F>, row: usize, classes: usize) -> (F, F) {
     let base = row * classes;
-    let mut max = logits[base];
-    for c in 1..classes {
+    let mut max = F::min_value();
+    for c in 0..classes {
         max = F::max(max, logits[base + c]);
     }
     let mut sum = F::new(0.0);
@@ -26,7 +28,7 @@ fn row_exp_sum<F: Float>(logits: &Tensor<F>, row: usize, classes: usize) -> (F, 
     (max, sum)
 }
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 #[allow(clippy::eq_op)] // the NaN below is made from a run-time value on purpose
 pub fn cross_entropy_forward<F: Float, I: Int>(
     logits: &Tensor<F>,
@@ -52,22 +54,13 @@ pub fn cross_entropy_forward<F: Float, I: Int>(
     }
     let mut shared = SharedMemory::<F>::new(cube_size as usize);
     shared[UNIT_POS as usize] = partial;
-    sync_cube();
-    let mut half = CUBE_DIM / 2;
-    while half > 0 {
-        if UNIT_POS < half {
-            let other = shared[(UNIT_POS + half) as usize];
-            shared[UNIT_POS as usize] += other;
-        }
-        sync_cube();
-        half /= 2;
-    }
+    sum_rows_over_units(&mut shared, 1u32, cube_size);
     if UNIT_POS == 0 {
         loss[0] = shared[0] / F::cast_from(rows);
     }
 }
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn cross_entropy_backward<F: Float, I: Int>(
     logits: &Tensor<F>,
     targets: &Tensor<I>,

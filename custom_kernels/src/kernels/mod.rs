@@ -7,6 +7,7 @@
 //! maximum, as Burn and PyTorch do.
 
 pub mod conv;
+pub mod cube_sum;
 pub mod dense;
 pub mod fused;
 pub mod geometry;

@@ -11,7 +11,7 @@ use cubecl::prelude::*;
 
 use super::geometry::{Window, gather_from_windows, nchw_position};
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn max_pool2d_forward<F: Float, A: Int>(
     x: &Tensor<F>,
     output: &mut Tensor<F>,
@@ -56,7 +56,7 @@ pub fn max_pool2d_forward<F: Float, A: Int>(
     argmax[pos] = A::cast_from(best_offset);
 }
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn max_pool2d_backward<F: Float, A: Int>(
     grad: &Tensor<F>,
     argmax: &Tensor<A>,

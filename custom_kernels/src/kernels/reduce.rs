@@ -15,11 +15,12 @@
 
 use cubecl::prelude::*;
 
+use super::cube_sum::sum_rows_over_units;
 use super::geometry::{Window, routed_position};
 
 /// Partial sums of one image group: `partials[g, co, ci, t]` for tap t < KH·KW and, at
 /// t = KH·KW, the bias term (the same in every ci).
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     x: &Tensor<F>,
     grad: &Tensor<F>,
@@ -92,20 +93,7 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     for t in 0..terms {
         shared[(t * cube_size + UNIT_POS) as usize] = sums[t as usize];
     }
-    sync_cube();
-    let mut half = CUBE_DIM / 2;
-    while half > 0 {
-        if UNIT_POS < half {
-            #[unroll]
-            for t in 0..terms {
-                let i = (t * cube_size + UNIT_POS) as usize;
-                let other = shared[i + half as usize];
-                shared[i] += other;
-            }
-        }
-        sync_cube();
-        half /= 2;
-    }
+    sum_rows_over_units(&mut shared, terms, cube_size);
     if UNIT_POS < terms {
         let out = ((group * c_out + co) * c_in + ci) * terms as usize + UNIT_POS as usize;
         partials[out] = shared[(UNIT_POS * cube_size) as usize];
@@ -113,7 +101,7 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
 }
 
 /// Sums the groups' partials: one unit per (co, ci, term) in `partials`' layout.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn conv2d_weight_grad_sum<F: Float>(
     partials: &Tensor<F>,
     weight_grad: &mut Tensor<F>,

@@ -6,7 +6,7 @@
 
 use cubecl::prelude::*;
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn sgd_update<F: Float>(param: &Tensor<F>, grad: &Tensor<F>, updated: &mut Tensor<F>, lr: f32) {
     let pos = ABSOLUTE_POS;
     if pos >= updated.len() {
@@ -15,7 +15,7 @@ pub fn sgd_update<F: Float>(param: &Tensor<F>, grad: &Tensor<F>, updated: &mut T
     updated[pos] = param[pos] - F::cast_from(lr) * grad[pos];
 }
 
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn sgd_momentum_update<F: Float>(
     param: &Tensor<F>,
     grad: &Tensor<F>,

@@ -26,8 +26,9 @@ pub struct ConvCase {
 
 impl ConvCase {
     /// Case `index` of the seeded sequence `base`: batch 1–64, C_in 1–8, C_out 1–70, H and W
-    /// 5–40, kernel 1–5, stride 1–2, padding 0–2, with batch 1 and channel counts that are
-    /// not multiples of 32 forced in regularly.
+    /// 5–40, kernel 1–5, stride 1–2, padding 0–2, with batch 1, input channel counts past
+    /// the input gradient's block of 8 (9, 13, 17) and filter counts that are not multiples
+    /// of 32 forced in regularly.
     pub fn random(base: u64, index: u64) -> Self {
         let seed = base.wrapping_mul(1_000_003).wrapping_add(index);
         let mut rng = StdRng::seed_from_u64(seed);
@@ -38,7 +39,11 @@ impl ConvCase {
             } else {
                 rng.random_range(1..=64)
             },
-            c_in: rng.random_range(1..=8),
+            c_in: if index % 5 == 1 {
+                [9, 13, 17][rng.random_range(0..3)]
+            } else {
+                rng.random_range(1..=8)
+            },
             c_out: if index.is_multiple_of(7) {
                 [33, 65, 70][rng.random_range(0..3)]
             } else {
