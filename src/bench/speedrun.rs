@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use burn::data::dataset::Dataset;
 use burn::module::AutodiffModule;
-use burn::optim::{GradientsParams, Optimizer};
+use burn::optim::Optimizer;
 use burn::prelude::*;
 use cubenet_kernels::AutodiffKernelBackend;
 use rand::SeedableRng;
@@ -21,6 +21,7 @@ use rand::seq::SliceRandom;
 use serde::Serialize;
 
 use super::epoch::on_device;
+use super::step::train_step;
 use super::timing::sync;
 use crate::data::{MnistBatch, MnistSubset};
 use crate::model::{MnistModel, MnistModelConfig, ModelError};
@@ -103,11 +104,20 @@ struct Trainer<'a, B: AutodiffKernelBackend> {
 }
 
 impl<B: AutodiffKernelBackend> Trainer<'_, B> {
-    fn warm_up(&self, device: &B::Device) -> Result<(), ModelError> {
-        let mut model = self.config.model.init::<B>(device)?;
-        let mut optimizer = FusedSgdConfig::new()
+    /// A freshly initialized network and its optimizer (seed the backend first).
+    fn fresh(
+        &self,
+        device: &B::Device,
+    ) -> Result<(MnistModel<B>, impl Optimizer<MnistModel<B>, B> + use<B>), ModelError> {
+        let model = self.config.model.init::<B>(device)?;
+        let optimizer = FusedSgdConfig::new()
             .with_momentum(self.config.momentum)
             .init::<B, MnistModel<B>>();
+        Ok((model, optimizer))
+    }
+
+    fn warm_up(&self, device: &B::Device) -> Result<(), ModelError> {
+        let (mut model, mut optimizer) = self.fresh(device)?;
         let epoch = self.shuffled(device, u64::MAX, 0);
         for step in 0..WARMUP_STEPS.min(self.steps_per_epoch) {
             model = self.step(model, &mut optimizer, &epoch, step, self.config.lr);
@@ -123,10 +133,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
         seed: u64,
     ) -> Result<SpeedrunResult, ModelError> {
         B::seed(device, seed);
-        let mut model = self.config.model.init::<B>(device)?;
-        let mut optimizer = FusedSgdConfig::new()
-            .with_momentum(self.config.momentum)
-            .init::<B, MnistModel<B>>();
+        let (mut model, mut optimizer) = self.fresh(device)?;
         let total = (self.config.epochs * self.steps_per_epoch) as f64;
         let mut marks = Vec::with_capacity(self.config.epochs);
         let mut train_seconds = 0.0;
@@ -175,10 +182,6 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
         let rows = step * self.config.batch_size..(step + 1) * self.config.batch_size;
         let images = epoch.images.clone().slice(rows.clone());
         let targets = epoch.targets.clone().slice(rows);
-        let loss = model
-            .kernels()
-            .cross_entropy(model.forward(images), targets);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        optimizer.step(lr, model, grads)
+        train_step(model, optimizer, images, targets, lr)
     }
 }

@@ -91,10 +91,27 @@ impl<B: AutodiffKernelBackend> SgdStep<B> {
         images: Tensor<B, 4>,
         targets: Tensor<B, 1, Int>,
     ) -> MnistModel<B> {
-        let loss = self.loss(model.forward(images), targets);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        self.update(model, grads)
+        match &mut self.optimizer {
+            Update::Burn(optimizer) => train_step(model, optimizer, images, targets, BENCH_LR),
+            Update::Fused(optimizer) => train_step(model, optimizer, images, targets, BENCH_LR),
+        }
     }
+}
+
+/// Forward, the loss on the model's own kernel path, backward and one `optimizer` step at
+/// `lr` on one batch; no host synchronization.
+pub fn train_step<B: AutodiffKernelBackend>(
+    model: MnistModel<B>,
+    optimizer: &mut impl Optimizer<MnistModel<B>, B>,
+    images: Tensor<B, 4>,
+    targets: Tensor<B, 1, Int>,
+    lr: f64,
+) -> MnistModel<B> {
+    let loss = model
+        .kernels()
+        .cross_entropy(model.forward(images), targets);
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    optimizer.step(lr, model, grads)
 }
 
 /// Times the training step of `point`'s network on random data.
