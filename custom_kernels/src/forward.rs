@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::permute;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
-use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
+use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise, tensor_vector_size_parallel};
 
 use crate::kernels::conv::{conv2d_forward, conv2d_input_grad};
 use crate::kernels::dense::{
@@ -46,8 +47,10 @@ const INPUT_GRAD_CHANNELS: u32 = 8;
 const FUSED_CUBE_SIZE: u32 = 256;
 /// Accumulators per unit of the fused forward (filters × window positions): bounds the
 /// registers its filter block takes. At 64 the kernel took 154 registers, leaving one cube
-/// per SM (12% occupancy, Nsight Compute on an H200).
-const FUSED_ACCUMULATORS: usize = 32;
+/// per SM (12% occupancy, Nsight Compute on an H200); at 32, 108 registers and two cubes.
+/// 16 (4 filters under a 2×2 pool) timed the same or faster than 32 and 8 at every
+/// benchmark point on an H200.
+const FUSED_ACCUMULATORS: usize = 16;
 /// Most filters per unit of the fused forward.
 const FUSED_MAX_FILTERS: usize = 16;
 
@@ -55,24 +58,25 @@ const FUSED_MAX_FILTERS: usize = 16;
 const LOSS_CUBE_SIZE: u32 = 256;
 
 /// Batch rows per cube of the dense forward, each weight load serving all of them; and
-/// the most output columns per cube (fewer when the layer has fewer outputs).
-const DENSE_ROWS: u32 = 8;
+/// the most output columns per cube (fewer when the layer has fewer outputs). Its units
+/// hold rows × columns sums: at 8 × 10 the kernel took 226 registers (Nsight Compute).
+const DENSE_ROWS: u32 = 4;
 const DENSE_MAX_COLS: u32 = 16;
-/// Units per cube of the dense forward (a power of two, at least the block's columns).
-const DENSE_CUBE_SIZE: u32 = 256;
-/// Inputs each unit of the dense forward multiplies, about: sets the splits of K, so that
-/// the products outweigh the reduction that follows them.
-const DENSE_INPUTS_PER_UNIT: usize = 32;
-// The dense forward's tree reduction halves the cube down to one unit per column.
-const _: () = assert!(DENSE_CUBE_SIZE.is_power_of_two() && DENSE_CUBE_SIZE >= DENSE_MAX_COLS);
-/// Units per cube of the dense input gradient (one input each), and the batch rows each
-/// unit computes with one read of its weight row.
+/// Units per cube of the dense forward: at least one per output of its block, which adds
+/// up that output's sums.
+const DENSE_CUBE_SIZE: u32 = 64;
+/// Vectors of inputs each unit of the dense forward multiplies, about: sets the splits of
+/// K, so that the products outweigh the sum that follows them.
+const DENSE_VECTORS_PER_UNIT: usize = 16;
+const _: () = assert!(DENSE_ROWS * DENSE_MAX_COLS <= DENSE_CUBE_SIZE);
+/// Units per cube of the dense input gradient (one vector of inputs each), and the batch
+/// rows each unit computes with one read of its weights.
 const DENSE_INPUT_GRAD_UNITS: u32 = 256;
 const DENSE_INPUT_GRAD_ROWS: u32 = 8;
-/// Output columns per unit of the dense weight gradient.
-const DENSE_GRAD_COLS: u32 = 16;
-/// Weight rows per cube of the dense weight gradient, and units per row sharing out the
-/// batch (a power of two: they combine by halving). 16 × 16 units, 16 KB of shared memory.
+/// Most output columns per unit of the dense weight gradient (its accumulators).
+const DENSE_GRAD_MAX_COLS: u32 = 16;
+/// Vectors of weight rows per cube of the dense weight gradient, and units per vector
+/// sharing out the batch (a power of two: they combine by halving). 16 × 16 units.
 const DENSE_GRAD_ROWS: u32 = 16;
 const DENSE_GRAD_LANES: u32 = 16;
 const _: () = assert!(DENSE_GRAD_LANES.is_power_of_two());
@@ -141,6 +145,72 @@ fn blocks(extent: [usize; 2], block: [u32; 2]) -> CubeCount {
 /// Blocks of `block` along each axis of `extent`.
 fn block_counts(extent: [usize; 2], block: [u32; 2]) -> [u32; 2] {
     std::array::from_fn(|i| extent[i].div_ceil(block[i] as usize) as u32)
+}
+
+/// Units a launch needs per streaming multiprocessor to keep the GPU busy (two cubes of
+/// 512, or four of 256).
+const UNITS_PER_SM: usize = 1024;
+
+/// The channels each unit takes, from `widest` down: halved while a grid of
+/// `units_per_block` units for every block of the `channels` would leave SMs short of
+/// [`UNITS_PER_SM`]. Wide blocks reuse each load more; narrow ones fill the GPU when the
+/// batch is small (a LeNet epoch at batch 64 took 0.79 s this way on an H200, 1.04 s with
+/// the widest blocks). Runtimes that do not report their SM count get the widest block.
+fn channel_block<R: CubeRuntime>(
+    client: &ComputeClient<R>,
+    widest: u32,
+    channels: usize,
+    units_per_block: usize,
+) -> u32 {
+    let Some(sms) = client.properties().hardware.num_streaming_multiprocessors else {
+        return widest;
+    };
+    let wanted = sms as usize * UNITS_PER_SM;
+    let mut block = widest;
+    while block > 1 && units_per_block * channels.div_ceil(block as usize) < wanted {
+        block /= 2;
+    }
+    block
+}
+
+/// `tensor` in row-major order: Burn's `into_contiguous`, except that a tensor already laid
+/// out row-major whose size-1 axes carry other strides (which Burn's check counts as not
+/// contiguous) only has those strides rewritten instead of being copied.
+fn contiguous<R: CubeRuntime>(mut tensor: CubeTensor<R>) -> CubeTensor<R> {
+    let shape = tensor.meta.shape();
+    let mut row_major = vec![0; shape.len()];
+    let mut stride = 1;
+    for (dim, &size) in shape.iter().enumerate().rev() {
+        row_major[dim] = stride;
+        stride *= size;
+    }
+    let same_layout = shape
+        .iter()
+        .zip(tensor.meta.strides().iter())
+        .zip(&row_major)
+        .all(|((&size, &stride), &wanted)| size == 1 || stride == wanted);
+    if !same_layout {
+        return into_contiguous(tensor);
+    }
+    tensor.meta.strides_mut().copy_from_slice(&row_major);
+    tensor
+}
+
+/// The widest vector of a contiguous matrix's rows this runtime loads well, dividing the
+/// row length (1 for odd lengths).
+fn row_vector_size<R: CubeRuntime>(matrix: &CubeTensor<R>) -> usize {
+    tensor_vector_size_parallel(
+        matrix.client.io_optimized_vector_sizes(matrix.dtype.size()),
+        matrix.meta.shape(),
+        matrix.meta.strides(),
+        1,
+    )
+}
+
+/// A matrix's transpose, contiguous: the dense kernels read the weight `[K, N]` as `[N, K]`
+/// rows, so that adjacent units load adjacent vectors of it.
+fn transposed<R: CubeRuntime>(matrix: CubeTensor<R>) -> CubeTensor<R> {
+    contiguous(permute(matrix, &[1, 0]))
 }
 
 /// The argmax element type: `u8` where the runtime has 8-bit integers, else `u32`.
@@ -220,7 +290,7 @@ struct ConvOperands<R: CubeRuntime> {
 
 impl<R: CubeRuntime> ConvOperands<R> {
     fn new(x: CubeTensor<R>, weight: CubeTensor<R>, options: ConvOptions2d) -> Self {
-        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
+        let (x, weight) = (contiguous(x), contiguous(weight));
         let (x_dims, weight_dims) = (dims4(&x), dims4(&weight));
         let kernel = [weight_dims[2], weight_dims[3]];
         Self {
@@ -247,8 +317,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
         pool: Window,
         wants: GradsWanted,
     ) -> (Option<CubeTensor<R>>, CubeTensor<R>, Option<CubeTensor<R>>) {
-        let grad = into_contiguous(grad);
-        let argmax = argmax.map(into_contiguous);
+        let grad = contiguous(grad);
+        let argmax = argmax.map(contiguous);
         let x_grad = wants
             .x
             .then(|| self.input_grad::<F>(&grad, argmax.as_ref(), pool));
@@ -274,12 +344,18 @@ impl<R: CubeRuntime> ConvOperands<R> {
         };
         let x_grad = empty_like(&self.x, self.x_dims, F::dtype());
         let [batch, c_in, h, w] = self.x_dims;
-        let channels = (c_in as u32).min(INPUT_GRAD_CHANNELS);
+        let positions = batch * h * w;
+        let channels = channel_block(
+            &x_grad.client,
+            (c_in as u32).min(INPUT_GRAD_CHANNELS),
+            c_in,
+            positions.next_multiple_of(INPUT_GRAD_CUBE_SIZE as usize),
+        );
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             conv2d_input_grad::launch_unchecked::<F, R>(
                 &x_grad.client,
-                blocks([batch * h * w, c_in], [INPUT_GRAD_CUBE_SIZE, channels]),
+                blocks([positions, c_in], [INPUT_GRAD_CUBE_SIZE, channels]),
                 CubeDim::new_1d(INPUT_GRAD_CUBE_SIZE),
                 conv_grad.into_tensor_arg(),
                 self.weight.clone().into_tensor_arg(),
@@ -381,7 +457,7 @@ where
                 dim,
                 operands.x.into_tensor_arg(),
                 operands.weight.into_tensor_arg(),
-                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+                bias.map(|b| contiguous(b).into_tensor_arg()).into(),
                 output.clone().into_tensor_arg(),
                 operands.window,
             )
@@ -405,7 +481,7 @@ where
         x: CubeTensor<R>,
         pool: PoolOptions2d,
     ) -> (CubeTensor<R>, CubeTensor<R>) {
-        let x = into_contiguous(x);
+        let x = contiguous(x);
         let [n, c, h, w] = dims4(&x);
         let [out_h, out_w] = pool.output_size([h, w]);
         let output = empty_like(&x, [n, c, out_h, out_w], F::dtype());
@@ -434,7 +510,7 @@ where
         argmax: CubeTensor<R>,
         pool: PoolOptions2d,
     ) -> CubeTensor<R> {
-        let (grad, argmax) = (into_contiguous(grad), into_contiguous(argmax));
+        let (grad, argmax) = (contiguous(grad), contiguous(argmax));
         max_pool_input_grad::<R, F>(&grad, &argmax, pool_window(pool), dims4(&x))
     }
 
@@ -452,8 +528,13 @@ where
         let argmax = empty_like(&operands.x, out_shape, argmax_dtype);
         let [batch, c_out, out_h, out_w] = out_shape;
         let windows = pool.kernel[0] * pool.kernel[1];
-        let filters = (FUSED_ACCUMULATORS / windows).clamp(1, FUSED_MAX_FILTERS);
         let positions = (batch * out_h * out_w).div_ceil(FUSED_CUBE_SIZE as usize);
+        let filters = channel_block(
+            &output.client,
+            (FUSED_ACCUMULATORS / windows).clamp(1, FUSED_MAX_FILTERS) as u32,
+            c_out,
+            positions * FUSED_CUBE_SIZE as usize,
+        ) as usize;
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             conv_relu_pool_forward::launch_unchecked::<F, R>(
@@ -462,7 +543,7 @@ where
                 CubeDim::new_1d(FUSED_CUBE_SIZE),
                 operands.x.into_tensor_arg(),
                 operands.weight.into_tensor_arg(),
-                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+                bias.map(|b| contiguous(b).into_tensor_arg()).into(),
                 output.clone().into_tensor_arg(),
                 argmax.clone().into_tensor_arg(),
                 operands.out_size[0] as u32,
@@ -495,12 +576,15 @@ where
         weight: CubeTensor<R>,
         bias: Option<CubeTensor<R>>,
     ) -> CubeTensor<R> {
-        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
-        let ([batch, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
-        let splits = inputs
-            .div_ceil(DENSE_CUBE_SIZE as usize * DENSE_INPUTS_PER_UNIT)
+        let x = contiguous(x);
+        let weight_t = transposed(weight);
+        let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight_t));
+        let width = row_vector_size(&x);
+        let row_vectors = inputs / width;
+        let splits = row_vectors
+            .div_ceil(DENSE_CUBE_SIZE as usize * DENSE_VECTORS_PER_UNIT)
             .max(1);
-        let k_per_split = inputs.div_ceil(splits);
+        let vectors_per_split = row_vectors.div_ceil(splits);
         let partials = empty_like(&x, [splits, batch, outputs], F::dtype());
         let block = [DENSE_ROWS, (outputs as u32).clamp(1, DENSE_MAX_COLS)];
         let [rows, cols] = block;
@@ -511,10 +595,11 @@ where
                 &partials.client,
                 CubeCount::Static(row_blocks, col_blocks, splits as u32),
                 CubeDim::new_1d(DENSE_CUBE_SIZE),
+                width,
                 x.into_tensor_arg(),
-                weight.into_tensor_arg(),
+                weight_t.into_tensor_arg(),
                 partials.clone().into_tensor_arg(),
-                k_per_split as u32,
+                vectors_per_split as u32,
                 rows,
                 cols,
                 DENSE_CUBE_SIZE,
@@ -529,7 +614,7 @@ where
                 count,
                 dim,
                 partials.into_tensor_arg(),
-                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+                bias.map(|b| contiguous(b).into_tensor_arg()).into(),
                 output.clone().into_tensor_arg(),
             )
         }
@@ -542,26 +627,25 @@ where
         grad: CubeTensor<R>,
         wants: GradsWanted,
     ) -> LayerGrads<Self> {
-        let (x, weight, grad) = (
-            into_contiguous(x),
-            into_contiguous(weight),
-            into_contiguous(grad),
-        );
-        let ([_, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
+        let (x, grad) = (contiguous(x), contiguous(grad));
+        let ([batch, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
+        let width = row_vector_size(&x);
+        let row_vectors = inputs / width;
         let x_grad = wants.x.then(|| {
-            let x_grad = empty_like(&x, dims2(&x), F::dtype());
-            let [batch, _] = dims2(&x);
+            let weight_t = transposed(weight);
+            let x_grad = empty_like(&x, [batch, inputs], F::dtype());
             // SAFETY: see the module documentation (kernels guard their own indices).
             unsafe {
                 dense_input_grad::launch_unchecked::<F, R>(
                     &x_grad.client,
                     blocks(
-                        [inputs, batch],
+                        [row_vectors, batch],
                         [DENSE_INPUT_GRAD_UNITS, DENSE_INPUT_GRAD_ROWS],
                     ),
                     CubeDim::new_1d(DENSE_INPUT_GRAD_UNITS),
+                    width,
                     grad.clone().into_tensor_arg(),
-                    weight.clone().into_tensor_arg(),
+                    weight_t.into_tensor_arg(),
                     x_grad.clone().into_tensor_arg(),
                     DENSE_INPUT_GRAD_ROWS,
                 )
@@ -571,18 +655,20 @@ where
         let weight_grad = empty_like(&x, [inputs, outputs], F::dtype());
         // Without a bias its unit is not launched and this one-element buffer is not written.
         let bias_grad = empty_like(&x, [if wants.bias { outputs } else { 1 }], F::dtype());
-        let units = inputs + usize::from(wants.bias);
+        let units = row_vectors + usize::from(wants.bias);
+        let cols = (outputs as u32).clamp(1, DENSE_GRAD_MAX_COLS);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             dense_weight_grad::launch_unchecked::<F, R>(
                 &weight_grad.client,
-                blocks([units, outputs], [DENSE_GRAD_ROWS, DENSE_GRAD_COLS]),
+                blocks([units, outputs], [DENSE_GRAD_ROWS, cols]),
                 CubeDim::new_2d(DENSE_GRAD_ROWS, DENSE_GRAD_LANES),
+                width,
                 x.into_tensor_arg(),
                 grad.into_tensor_arg(),
                 weight_grad.clone().into_tensor_arg(),
                 bias_grad.clone().into_tensor_arg(),
-                DENSE_GRAD_COLS,
+                cols,
                 DENSE_GRAD_ROWS,
                 DENSE_GRAD_LANES,
                 wants.bias,
@@ -596,7 +682,7 @@ where
     }
 
     fn cross_entropy(logits: CubeTensor<R>, targets: CubeTensor<R>) -> CubeTensor<R> {
-        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+        let (logits, targets) = (contiguous(logits), contiguous(targets));
         let loss = empty_like(&logits, [1], F::dtype());
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
@@ -618,11 +704,7 @@ where
         targets: CubeTensor<R>,
         grad: CubeTensor<R>,
     ) -> CubeTensor<R> {
-        let (logits, targets, grad) = (
-            into_contiguous(logits),
-            into_contiguous(targets),
-            into_contiguous(grad),
-        );
+        let (logits, targets, grad) = (contiguous(logits), contiguous(targets), contiguous(grad));
         let logits_grad = empty_like(&logits, dims2(&logits), F::dtype());
         let (count, dim) = elementwise_over(&logits.client, dims2(&logits)[0]);
         // SAFETY: see the module documentation (kernels guard their own indices).
@@ -641,7 +723,7 @@ where
     }
 
     fn sgd_update(param: CubeTensor<R>, grad: CubeTensor<R>, lr: f64) -> CubeTensor<R> {
-        let (param, grad) = (into_contiguous(param), into_contiguous(grad));
+        let (param, grad) = (contiguous(param), contiguous(grad));
         let updated = empty_shaped(&param, param.meta.shape().clone(), F::dtype());
         let (count, dim) = elementwise(&updated);
         // SAFETY: see the module documentation (kernels guard their own indices).
@@ -666,11 +748,7 @@ where
         lr: f64,
         momentum: f64,
     ) -> (CubeTensor<R>, CubeTensor<R>) {
-        let (param, grad, velocity) = (
-            into_contiguous(param),
-            into_contiguous(grad),
-            into_contiguous(velocity),
-        );
+        let (param, grad, velocity) = (contiguous(param), contiguous(grad), contiguous(velocity));
         let shape = param.meta.shape().clone();
         let updated = empty_shaped(&param, shape.clone(), F::dtype());
         let updated_velocity = empty_shaped(&param, shape, F::dtype());

@@ -1,5 +1,5 @@
 //! Summing values across the units of a cube in shared memory, shared by the kernels that
-//! reduce: the dense forward, the conv weight gradient and the cross-entropy forward.
+//! reduce: the conv weight gradient and the cross-entropy forward.
 
 use cubecl::prelude::*;
 
