@@ -15,10 +15,10 @@
 //! inputs, whose products its units share out; they meet once in shared memory, where one
 //! unit per output adds them up (one barrier, not a tree of them: Nsight Compute showed
 //! the tree's barriers as 44% of the stalls). Every weight load serves `rows` rows, and
-//! splitting K keeps the GPU full when the batch is small next to K. A second kernel adds the splits and the bias. The weight gradient gives
-//! each cube `rows` vectors of weight rows (plus the bias, as row K) and a block of `cols`
-//! columns; its `lanes` units per vector split the batch between them and add their
-//! partial sums in shared memory.
+//! splitting K keeps the GPU full when the batch is small next to K. A second kernel adds
+//! the splits and the bias. The weight gradient gives each cube `rows` vectors of weight
+//! rows (plus the bias, as row K) and a block of `cols` columns; its `lanes` units per
+//! vector split the batch between them and add their partial sums in shared memory.
 
 use cubecl::prelude::*;
 
