@@ -173,29 +173,6 @@ fn channel_block<R: CubeRuntime>(
     block
 }
 
-/// `tensor` in row-major order: Burn's `into_contiguous`, except that a tensor already laid
-/// out row-major whose size-1 axes carry other strides (which Burn's check counts as not
-/// contiguous) only has those strides rewritten instead of being copied.
-fn contiguous<R: CubeRuntime>(mut tensor: CubeTensor<R>) -> CubeTensor<R> {
-    let shape = tensor.meta.shape();
-    let mut row_major = vec![0; shape.len()];
-    let mut stride = 1;
-    for (dim, &size) in shape.iter().enumerate().rev() {
-        row_major[dim] = stride;
-        stride *= size;
-    }
-    let same_layout = shape
-        .iter()
-        .zip(tensor.meta.strides().iter())
-        .zip(&row_major)
-        .all(|((&size, &stride), &wanted)| size == 1 || stride == wanted);
-    if !same_layout {
-        return into_contiguous(tensor);
-    }
-    tensor.meta.strides_mut().copy_from_slice(&row_major);
-    tensor
-}
-
 /// The widest vector of a contiguous matrix's rows this runtime loads well, dividing the
 /// row length (1 for odd lengths).
 fn row_vector_size<R: CubeRuntime>(matrix: &CubeTensor<R>) -> usize {
@@ -210,7 +187,7 @@ fn row_vector_size<R: CubeRuntime>(matrix: &CubeTensor<R>) -> usize {
 /// A matrix's transpose, contiguous: the dense kernels read the weight `[K, N]` as `[N, K]`
 /// rows, so that adjacent units load adjacent vectors of it.
 fn transposed<R: CubeRuntime>(matrix: CubeTensor<R>) -> CubeTensor<R> {
-    contiguous(permute(matrix, &[1, 0]))
+    into_contiguous(permute(matrix, &[1, 0]))
 }
 
 /// The argmax element type: `u8` where the runtime has 8-bit integers, else `u32`.
@@ -290,7 +267,7 @@ struct ConvOperands<R: CubeRuntime> {
 
 impl<R: CubeRuntime> ConvOperands<R> {
     fn new(x: CubeTensor<R>, weight: CubeTensor<R>, options: ConvOptions2d) -> Self {
-        let (x, weight) = (contiguous(x), contiguous(weight));
+        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
         let (x_dims, weight_dims) = (dims4(&x), dims4(&weight));
         let kernel = [weight_dims[2], weight_dims[3]];
         Self {
@@ -317,8 +294,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
         pool: Window,
         wants: GradsWanted,
     ) -> (Option<CubeTensor<R>>, CubeTensor<R>, Option<CubeTensor<R>>) {
-        let grad = contiguous(grad);
-        let argmax = argmax.map(contiguous);
+        let grad = into_contiguous(grad);
+        let argmax = argmax.map(into_contiguous);
         let x_grad = wants
             .x
             .then(|| self.input_grad::<F>(&grad, argmax.as_ref(), pool));
@@ -457,7 +434,7 @@ where
                 dim,
                 operands.x.into_tensor_arg(),
                 operands.weight.into_tensor_arg(),
-                bias.map(|b| contiguous(b).into_tensor_arg()).into(),
+                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
                 output.clone().into_tensor_arg(),
                 operands.window,
             )
@@ -481,7 +458,7 @@ where
         x: CubeTensor<R>,
         pool: PoolOptions2d,
     ) -> (CubeTensor<R>, CubeTensor<R>) {
-        let x = contiguous(x);
+        let x = into_contiguous(x);
         let [n, c, h, w] = dims4(&x);
         let [out_h, out_w] = pool.output_size([h, w]);
         let output = empty_like(&x, [n, c, out_h, out_w], F::dtype());
@@ -510,7 +487,7 @@ where
         argmax: CubeTensor<R>,
         pool: PoolOptions2d,
     ) -> CubeTensor<R> {
-        let (grad, argmax) = (contiguous(grad), contiguous(argmax));
+        let (grad, argmax) = (into_contiguous(grad), into_contiguous(argmax));
         max_pool_input_grad::<R, F>(&grad, &argmax, pool_window(pool), dims4(&x))
     }
 
@@ -543,7 +520,7 @@ where
                 CubeDim::new_1d(FUSED_CUBE_SIZE),
                 operands.x.into_tensor_arg(),
                 operands.weight.into_tensor_arg(),
-                bias.map(|b| contiguous(b).into_tensor_arg()).into(),
+                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
                 output.clone().into_tensor_arg(),
                 argmax.clone().into_tensor_arg(),
                 operands.out_size[0] as u32,
@@ -576,7 +553,7 @@ where
         weight: CubeTensor<R>,
         bias: Option<CubeTensor<R>>,
     ) -> CubeTensor<R> {
-        let x = contiguous(x);
+        let x = into_contiguous(x);
         let weight_t = transposed(weight);
         let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight_t));
         let width = row_vector_size(&x);
@@ -614,7 +591,7 @@ where
                 count,
                 dim,
                 partials.into_tensor_arg(),
-                bias.map(|b| contiguous(b).into_tensor_arg()).into(),
+                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
                 output.clone().into_tensor_arg(),
             )
         }
@@ -627,7 +604,7 @@ where
         grad: CubeTensor<R>,
         wants: GradsWanted,
     ) -> LayerGrads<Self> {
-        let (x, grad) = (contiguous(x), contiguous(grad));
+        let (x, grad) = (into_contiguous(x), into_contiguous(grad));
         let ([batch, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
         let width = row_vector_size(&x);
         let row_vectors = inputs / width;
@@ -682,7 +659,7 @@ where
     }
 
     fn cross_entropy(logits: CubeTensor<R>, targets: CubeTensor<R>) -> CubeTensor<R> {
-        let (logits, targets) = (contiguous(logits), contiguous(targets));
+        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
         let loss = empty_like(&logits, [1], F::dtype());
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
@@ -704,7 +681,11 @@ where
         targets: CubeTensor<R>,
         grad: CubeTensor<R>,
     ) -> CubeTensor<R> {
-        let (logits, targets, grad) = (contiguous(logits), contiguous(targets), contiguous(grad));
+        let (logits, targets, grad) = (
+            into_contiguous(logits),
+            into_contiguous(targets),
+            into_contiguous(grad),
+        );
         let logits_grad = empty_like(&logits, dims2(&logits), F::dtype());
         let (count, dim) = elementwise_over(&logits.client, dims2(&logits)[0]);
         // SAFETY: see the module documentation (kernels guard their own indices).
@@ -723,7 +704,7 @@ where
     }
 
     fn sgd_update(param: CubeTensor<R>, grad: CubeTensor<R>, lr: f64) -> CubeTensor<R> {
-        let (param, grad) = (contiguous(param), contiguous(grad));
+        let (param, grad) = (into_contiguous(param), into_contiguous(grad));
         let updated = empty_shaped(&param, param.meta.shape().clone(), F::dtype());
         let (count, dim) = elementwise(&updated);
         // SAFETY: see the module documentation (kernels guard their own indices).
@@ -748,7 +729,11 @@ where
         lr: f64,
         momentum: f64,
     ) -> (CubeTensor<R>, CubeTensor<R>) {
-        let (param, grad, velocity) = (contiguous(param), contiguous(grad), contiguous(velocity));
+        let (param, grad, velocity) = (
+            into_contiguous(param),
+            into_contiguous(grad),
+            into_contiguous(velocity),
+        );
         let shape = param.meta.shape().clone();
         let updated = empty_shaped(&param, shape.clone(), F::dtype());
         let updated_velocity = empty_shaped(&param, shape, F::dtype());
