@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::permute;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
@@ -184,10 +183,16 @@ fn row_vector_size<R: CubeRuntime>(matrix: &CubeTensor<R>) -> usize {
     )
 }
 
-/// A matrix's transpose, contiguous: the dense kernels read the weight `[K, N]` as `[N, K]`
-/// rows, so that adjacent units load adjacent vectors of it.
-fn transposed<R: CubeRuntime>(matrix: CubeTensor<R>) -> CubeTensor<R> {
-    into_contiguous(permute(matrix, &[1, 0]))
+/// `tensor` with rows of unit stride, copied only if its last axis is strided: the conv
+/// kernels index the other axes through the strides, so that CUDA's pitched layouts (rows
+/// of 28 floats padded to 32 in a batch of images) and slices of a batch are read in place
+/// instead of copied before the forward and again before the weight gradient.
+fn unit_stride_rows<R: CubeRuntime>(tensor: CubeTensor<R>) -> CubeTensor<R> {
+    if tensor.meta.strides().last() == Some(&1) {
+        tensor
+    } else {
+        into_contiguous(tensor)
+    }
 }
 
 /// The argmax element type: `u8` where the runtime has 8-bit integers, else `u32`.
@@ -253,7 +258,7 @@ fn max_pool_input_grad<R: CubeRuntime, F: FloatElement>(
     x_grad
 }
 
-/// A convolution's input and filters, contiguous, with their sizes.
+/// A convolution's input (rows of unit stride) and filters (contiguous), with their sizes.
 struct ConvOperands<R: CubeRuntime> {
     x: CubeTensor<R>,
     weight: CubeTensor<R>,
@@ -267,7 +272,7 @@ struct ConvOperands<R: CubeRuntime> {
 
 impl<R: CubeRuntime> ConvOperands<R> {
     fn new(x: CubeTensor<R>, weight: CubeTensor<R>, options: ConvOptions2d) -> Self {
-        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
+        let (x, weight) = (unit_stride_rows(x), into_contiguous(weight));
         let (x_dims, weight_dims) = (dims4(&x), dims4(&weight));
         let kernel = [weight_dims[2], weight_dims[3]];
         Self {
@@ -553,9 +558,8 @@ where
         weight: CubeTensor<R>,
         bias: Option<CubeTensor<R>>,
     ) -> CubeTensor<R> {
-        let x = into_contiguous(x);
-        let weight_t = transposed(weight);
-        let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight_t));
+        let (x, weight) = (into_contiguous(x), into_contiguous(weight));
+        let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight));
         let width = row_vector_size(&x);
         let row_vectors = inputs / width;
         let splits = row_vectors
@@ -574,7 +578,7 @@ where
                 CubeDim::new_1d(DENSE_CUBE_SIZE),
                 width,
                 x.into_tensor_arg(),
-                weight_t.into_tensor_arg(),
+                weight.into_tensor_arg(),
                 partials.clone().into_tensor_arg(),
                 vectors_per_split as u32,
                 rows,
@@ -605,11 +609,11 @@ where
         wants: GradsWanted,
     ) -> LayerGrads<Self> {
         let (x, grad) = (into_contiguous(x), into_contiguous(grad));
-        let ([batch, inputs], [_, outputs]) = (dims2(&x), dims2(&weight));
+        let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight));
         let width = row_vector_size(&x);
         let row_vectors = inputs / width;
         let x_grad = wants.x.then(|| {
-            let weight_t = transposed(weight);
+            let weight = into_contiguous(weight);
             let x_grad = empty_like(&x, [batch, inputs], F::dtype());
             // SAFETY: see the module documentation (kernels guard their own indices).
             unsafe {
@@ -622,14 +626,14 @@ where
                     CubeDim::new_1d(DENSE_INPUT_GRAD_UNITS),
                     width,
                     grad.clone().into_tensor_arg(),
-                    weight_t.into_tensor_arg(),
+                    weight.into_tensor_arg(),
                     x_grad.clone().into_tensor_arg(),
                     DENSE_INPUT_GRAD_ROWS,
                 )
             }
             x_grad
         });
-        let weight_grad = empty_like(&x, [inputs, outputs], F::dtype());
+        let weight_grad = empty_like(&x, [outputs, inputs], F::dtype());
         // Without a bias its unit is not launched and this one-element buffer is not written.
         let bias_grad = empty_like(&x, [if wants.bias { outputs } else { 1 }], F::dtype());
         let units = row_vectors + usize::from(wants.bias);
@@ -705,17 +709,18 @@ where
 
     fn sgd_update(param: CubeTensor<R>, grad: CubeTensor<R>, lr: f64) -> CubeTensor<R> {
         let (param, grad) = (into_contiguous(param), into_contiguous(grad));
-        let updated = empty_shaped(&param, param.meta.shape().clone(), F::dtype());
-        let (count, dim) = elementwise(&updated);
+        let (count, dim) = elementwise(&param);
+        let client = param.client.clone();
+        let (updated, updated_arg) = updated_buffer(&param, 0);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             sgd_update::launch_unchecked::<F, R>(
-                &updated.client,
+                &client,
                 count,
                 dim,
                 param.into_tensor_arg(),
                 grad.into_tensor_arg(),
-                updated.clone().into_tensor_arg(),
+                updated_arg,
                 lr as f32,
             )
         }
@@ -734,25 +739,40 @@ where
             into_contiguous(grad),
             into_contiguous(velocity),
         );
-        let shape = param.meta.shape().clone();
-        let updated = empty_shaped(&param, shape.clone(), F::dtype());
-        let updated_velocity = empty_shaped(&param, shape, F::dtype());
-        let (count, dim) = elementwise(&updated);
+        let (count, dim) = elementwise(&param);
+        let client = param.client.clone();
+        let (updated, updated_arg) = updated_buffer(&param, 0);
+        let (updated_velocity, updated_velocity_arg) = updated_buffer(&velocity, 2);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             sgd_momentum_update::launch_unchecked::<F, R>(
-                &updated.client,
+                &client,
                 count,
                 dim,
                 param.into_tensor_arg(),
                 grad.into_tensor_arg(),
                 velocity.into_tensor_arg(),
-                updated.clone().into_tensor_arg(),
-                updated_velocity.clone().into_tensor_arg(),
+                updated_arg,
+                updated_velocity_arg,
                 lr as f32,
                 momentum as f32,
             )
         }
         (updated, updated_velocity)
+    }
+}
+
+/// Where an update of `input` (the kernel's input number `position`) is written: over
+/// `input` itself when nothing else holds its buffer (a training step's parameters and
+/// velocities: no allocation, one task less for CubeCL's device thread), else a new buffer.
+fn updated_buffer<R: CubeRuntime>(
+    input: &CubeTensor<R>,
+    position: usize,
+) -> (CubeTensor<R>, TensorArg<R>) {
+    if input.can_mut() {
+        (input.clone(), input.as_tensor_alias(position))
+    } else {
+        let fresh = empty_shaped(input, input.meta.shape().clone(), input.dtype);
+        (fresh.clone(), fresh.into_tensor_arg())
     }
 }

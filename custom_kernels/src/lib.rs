@@ -115,8 +115,9 @@ pub struct LayerGrads<B: Backend> {
 }
 
 /// A Burn backend with cubenet's convolution, pooling and dense ops. Images are NCHW;
-/// filters are `[C_out, C_in, KH, KW]`; dense weights are `[inputs, outputs]` as in Burn's
-/// `Linear`. Every method has a default body made of Burn's ops.
+/// filters are `[C_out, C_in, KH, KW]`; dense weights are `[outputs, inputs]`, one row per
+/// output as in PyTorch's and candle's `Linear`. Every method has a default body made of
+/// Burn's ops.
 pub trait KernelBackend: Backend {
     /// 2-D convolution with optional bias.
     fn conv(
@@ -182,7 +183,7 @@ pub trait KernelBackend: Backend {
         reference::conv_relu_pool_backward::<Self>(x, weight, grad, argmax, conv, pool, wants)
     }
 
-    /// Dense layer `x · weight + bias` for `x` `[M, inputs]`.
+    /// Dense layer `x · weightᵀ + bias` for `x` `[M, inputs]`.
     fn dense(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -347,8 +348,8 @@ pub fn sgd_momentum_update<B: KernelBackend, const D: usize>(
     (from_float(param), from_float(velocity))
 }
 
-/// Dense layer `x · weight + bias`: `x` `[M, inputs]`, `weight` `[inputs, outputs]` (the
-/// layout of Burn's `Linear`), `bias` `[outputs]`.
+/// Dense layer `x · weightᵀ + bias`: `x` `[M, inputs]`, `weight` `[outputs, inputs]` (one
+/// row per output, as in PyTorch's and candle's `Linear`), `bias` `[outputs]`.
 pub fn dense<B: KernelBackend>(
     x: Tensor<B, 2>,
     weight: Tensor<B, 2>,

@@ -186,7 +186,7 @@ pub fn dense<B: Backend>(
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
 ) -> FloatTensor<B> {
-    let y = from_float::<B, 2>(x).matmul(from_float(weight));
+    let y = from_float::<B, 2>(x).matmul(from_float::<B, 2>(weight).transpose());
     match bias {
         Some(bias) => float(y + from_float::<B, 1>(bias).unsqueeze()),
         None => float(y),
@@ -202,13 +202,13 @@ pub fn dense_backward<B: Backend>(
     let grad = from_float::<B, 2>(grad);
     let x_grad = wants
         .x
-        .then(|| float(grad.clone().matmul(from_float::<B, 2>(weight).transpose())));
+        .then(|| float(grad.clone().matmul(from_float::<B, 2>(weight))));
     let bias = wants
         .bias
         .then(|| float(grad.clone().sum_dim(0).squeeze_dim::<1>(0)));
     LayerGrads {
         x: x_grad,
-        weight: float(from_float::<B, 2>(x).transpose().matmul(grad)),
+        weight: float(grad.transpose().matmul(from_float::<B, 2>(x))),
         bias,
     }
 }

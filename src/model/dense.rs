@@ -1,17 +1,20 @@
-//! A fully connected layer, run either by cubenet's dense kernel or by Burn's `Linear`.
+//! A fully connected layer, run either by cubenet's dense kernel or by Burn's matmul.
 
-use burn::nn::{Linear, LinearConfig};
+use burn::module::{Initializer, Param};
 use burn::prelude::*;
+use burn::tensor::module::linear;
 use cubenet_kernels::{KernelBackend, dense};
 
 use super::KernelPath;
 
-/// `x · W + b` over the last axis of a `[batch, inputs]` tensor. The parameters are a
-/// Burn `Linear` (initialization and weight layout are Burn's; records nest it under
-/// `linear`), so both kernel paths load the same records.
+/// `x · Wᵀ + b` over the last axis of a `[batch, inputs]` tensor. The weight is stored
+/// `[outputs, inputs]`, one row per output as PyTorch's and candle's `Linear` store it: the
+/// dense kernels stream each output's weights as vectors, with no transpose in a step.
+/// Initialized as Burn's `Linear` (uniform in ±1/√inputs).
 #[derive(Module, Debug)]
 pub struct Dense<B: Backend> {
-    linear: Linear<B>,
+    weight: Param<Tensor<B, 2>>,
+    bias: Param<Tensor<B, 1>>,
     #[module(skip)]
     kernels: KernelPath,
 }
@@ -19,8 +22,14 @@ pub struct Dense<B: Backend> {
 impl<B: Backend> Dense<B> {
     /// `features` = [inputs, outputs]; with a bias.
     pub fn new(features: [usize; 2], kernels: KernelPath, device: &B::Device) -> Self {
+        let [inputs, outputs] = features;
+        let init = Initializer::KaimingUniform {
+            gain: 1.0 / 3f64.sqrt(),
+            fan_out_only: false,
+        };
         Self {
-            linear: LinearConfig::new(features[0], features[1]).init(device),
+            weight: init.init_with([outputs, inputs], Some(inputs), Some(outputs), device),
+            bias: init.init_with([outputs], Some(inputs), Some(outputs), device),
             kernels,
         }
     }
@@ -28,13 +37,10 @@ impl<B: Backend> Dense<B> {
 
 impl<B: KernelBackend> Dense<B> {
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let (weight, bias) = (self.weight.val(), self.bias.val());
         match self.kernels {
-            KernelPath::Custom => dense(
-                x,
-                self.linear.weight.val(),
-                self.linear.bias.as_ref().map(|bias| bias.val()),
-            ),
-            KernelPath::Burn => self.linear.forward(x),
+            KernelPath::Custom => dense(x, weight, Some(bias)),
+            KernelPath::Burn => linear(x, weight.transpose(), Some(bias)),
         }
     }
 }

@@ -6,8 +6,8 @@ use cubenet_kernels::{KernelBackend, cross_entropy};
 use serde::{Deserialize, Serialize};
 
 /// Which implementation runs a network's conv·ReLU·pool blocks and dense layers. Both
-/// compute the same function with the same weights (the parameters are Burn's `Conv2d` and
-/// `Linear` either way, so records load into both); on backends without CubeCL kernels
+/// compute the same function with the same weights (the parameters are the same either
+/// way, so records load into both); on backends without CubeCL kernels
 /// (ndarray) `custom` runs Burn's ops.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -16,7 +16,7 @@ pub enum KernelPath {
     /// argmax) and the dense layer.
     #[default]
     Custom,
-    /// Burn's conv2d, relu, max_pool2d and Linear, one after the other.
+    /// Burn's conv2d, relu, max_pool2d and linear, one after the other.
     Burn,
 }
 

@@ -29,13 +29,13 @@ pub fn conv_at<F: Float>(
     let taps = (conv.size_h * conv.size_w) as usize;
     let mut sum = F::new(0.0);
     for ci in 0..c_in {
-        let x_base = (n * c_in + ci) * (in_h * in_w) as usize;
+        let x_base = n * x.stride(0) + ci * x.stride(1);
         let w_base = (co * c_in + ci) * taps;
         #[unroll]
         for kh in 0..conv.size_h {
             let row = oh * conv.stride_h + kh;
             if row >= conv.pad_h && row < in_h + conv.pad_h {
-                let x_row = x_base + ((row - conv.pad_h) * in_w) as usize;
+                let x_row = x_base + (row - conv.pad_h) as usize * x.stride(2);
                 #[unroll]
                 for kw in 0..conv.size_w {
                     let col = ow * conv.stride_w + kw;

@@ -1,35 +1,34 @@
-//! Dense layer and its gradients, with x `[M, K]`, weight `[K, N]` (as Burn's `Linear`
-//! stores it) and bias `[N]`:
+//! Dense layer and its gradients, with x `[M, K]`, weight `[N, K]` (one row per output, as
+//! PyTorch's and candle's `Linear` store it) and bias `[N]`:
 //!
-//!   y  = x · W + b        dx = dy · Wᵀ        dW = xᵀ · dy        db = Σ_m dy[m, ·]
+//!   y  = x · Wᵀ + b       dx = dy · W         dW = dyᵀ · x        db = Σ_m dy[m, ·]
 //!
 //! Shaped for the classifier heads of small CNNs — K large (169·d inputs), N small (10
 //! classes), M a batch — where a general matmul tiles poorly and each kernel is bound by
 //! streaming x or dx (173 MB at d = 256, batch 1000) through memory. So x and dx move in
 //! vectors of `V` consecutive inputs (4 where K allows it): one load carries four times the
-//! bytes, which keeps enough traffic in flight. The forward and the input gradient take the
-//! weight transposed (`[N, K]`, a 1.7 MB copy), so that a unit's weights for its vector of
-//! inputs are one vector load too, adjacent to its neighbours'.
+//! bytes, which keeps enough traffic in flight. Stored by output rows, the weight a unit
+//! needs for its vector of inputs is one vector load too, adjacent to its neighbours', in
+//! the forward and the input gradient alike, and the weight gradient stores vectors.
 //!
 //! The forward gives each cube a block of `rows` × `cols` outputs and a split of the K
 //! inputs, whose products its units share out; they meet once in shared memory, where one
 //! unit per output adds them up (one barrier, not a tree of them: Nsight Compute showed
 //! the tree's barriers as 44% of the stalls). Every weight load serves `rows` rows, and
 //! splitting K keeps the GPU full when the batch is small next to K. A second kernel adds
-//! the splits and the bias. The weight gradient gives each cube `rows` vectors of weight
-//! rows (plus the bias, as row K) and a block of `cols` columns; its `lanes` units per
+//! the splits and the bias. The weight gradient gives each cube `rows` vectors of inputs
+//! (plus the bias, as input K) and a block of `cols` outputs; its `lanes` units per
 //! vector split the batch between them and add their partial sums in shared memory.
 
 use cubecl::prelude::*;
 
 /// Forward, stage 1: `partials[s, m, n]` = the products of inputs k in split s
-/// (`vectors_per_split` vectors of inputs from s · vectors_per_split). Takes the weight
-/// transposed (`[N, K]`), so that a unit's weights are one vector load and adjacent units
-/// read adjacent vectors.
+/// (`vectors_per_split` vectors of inputs from s · vectors_per_split). A unit's weights are
+/// one vector load per output, and adjacent units read adjacent vectors.
 #[cube(launch_unchecked)]
 pub fn dense_forward_partial<F: Float, V: Size>(
     x: &Tensor<Vector<F, V>>,
-    weight_t: &Tensor<Vector<F, V>>,
+    weight: &Tensor<Vector<F, V>>,
     partials: &mut Tensor<F>,
     vectors_per_split: u32,
     #[comptime] rows: u32,
@@ -39,7 +38,7 @@ pub fn dense_forward_partial<F: Float, V: Size>(
     let width = x.vector_size();
     let batch = x.shape(0);
     let row_vectors = x.shape(1) / width;
-    let outputs = weight_t.shape(0);
+    let outputs = weight.shape(0);
     let first_row = CUBE_POS_X as usize * rows as usize;
     let first_col = CUBE_POS_Y as usize * cols as usize;
     let split = CUBE_POS_Z as usize;
@@ -69,7 +68,7 @@ pub fn dense_forward_partial<F: Float, V: Size>(
             let n = first_col + c as usize;
             let mut w = Vector::<F, V>::new(F::new(0.0));
             if n < outputs {
-                w = weight_t[n * row_vectors + v];
+                w = weight[n * row_vectors + v];
             }
             #[unroll]
             for r in 0..rows {
@@ -125,21 +124,21 @@ pub fn dense_forward_sum<F: Float>(
     output[pos] = sum + b.unwrap_or_default();
 }
 
-/// dx[m, k] = Σ_n dy[m, n] · W[k, n], with the weight transposed (`[N, K]`). A unit owns
+/// dx[m, k] = Σ_n dy[m, n] · W[n, k]. A unit owns
 /// one vector of inputs for a block of `rows` batch rows: each weight vector it reads
 /// serves all of them (dy's values are the same for every unit of a row block, so they
 /// broadcast), and adjacent units read and write adjacent vectors.
 #[cube(launch_unchecked)]
 pub fn dense_input_grad<F: Float, V: Size>(
     grad: &Tensor<F>,
-    weight_t: &Tensor<Vector<F, V>>,
+    weight: &Tensor<Vector<F, V>>,
     x_grad: &mut Tensor<Vector<F, V>>,
     #[comptime] rows: u32,
 ) {
     let width = x_grad.vector_size();
     let batch = x_grad.shape(0);
     let row_vectors = x_grad.shape(1) / width;
-    let outputs = weight_t.shape(0);
+    let outputs = weight.shape(0);
     let v = ABSOLUTE_POS_X as usize;
     if v >= row_vectors {
         terminate!();
@@ -151,7 +150,7 @@ pub fn dense_input_grad<F: Float, V: Size>(
         sums[r as usize] = Vector::new(F::new(0.0));
     }
     for n in 0..outputs {
-        let w = weight_t[n * row_vectors + v];
+        let w = weight[n * row_vectors + v];
         #[unroll]
         for r in 0..rows {
             let m = first_row + r as usize;
@@ -169,7 +168,7 @@ pub fn dense_input_grad<F: Float, V: Size>(
     }
 }
 
-/// dW[k, n] = Σ_m x[m, k] · dy[m, n] for the inputs of vector v < K / V; with `with_bias`,
+/// dW[n, k] = Σ_m dy[m, n] · x[m, k] for the inputs of vector v < K / V; with `with_bias`,
 /// vector v = K / V computes db[n] = Σ_m dy[m, n] (as if x had a column of ones) in its
 /// first element. Columns come in blocks of `cols`. Each lane takes every `lanes`-th image,
 /// two at a time so that two loads of x are in flight.
@@ -177,7 +176,7 @@ pub fn dense_input_grad<F: Float, V: Size>(
 pub fn dense_weight_grad<F: Float, V: Size>(
     x: &Tensor<Vector<F, V>>,
     grad: &Tensor<F>,
-    weight_grad: &mut Tensor<F>,
+    weight_grad: &mut Tensor<Vector<F, V>>,
     bias_grad: &mut Tensor<F>,
     #[comptime] cols: u32,
     #[comptime] rows: u32,
@@ -247,10 +246,7 @@ pub fn dense_weight_grad<F: Float, V: Size>(
             if is_bias {
                 bias_grad[n] = total[0];
             } else {
-                #[unroll]
-                for j in 0..width {
-                    weight_grad[(v * width + j) * outputs + n] = total[j];
-                }
+                weight_grad[n * row_vectors + v] = total;
             }
         }
     }

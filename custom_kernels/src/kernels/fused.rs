@@ -68,7 +68,7 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     }
     let mut patch = Array::<F>::new(comptime!((patch_h * patch_w) as usize));
     for ci in 0..c_in {
-        let x_base = (n * c_in + ci) * (in_h * in_w) as usize;
+        let x_base = n * x.stride(0) + ci * x.stride(1);
         #[unroll]
         for r in 0..patch_h {
             let row = top + r;
@@ -81,7 +81,9 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
                     && col >= offset_w
                     && col < in_w + offset_w
                 {
-                    value = x[x_base + ((row - offset_h) * in_w + col - offset_w) as usize];
+                    value = x[x_base
+                        + (row - offset_h) as usize * x.stride(2)
+                        + (col - offset_w) as usize];
                 }
                 patch[(r * patch_w + c) as usize] = value;
             }

@@ -67,17 +67,17 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
         if valid {
             let g = grad[index];
             sums[bias_term as usize] += g;
-            let x_base = (n * c_in + ci) * (in_h * in_w) as usize;
+            let x_base = n * x.stride(0) + ci * x.stride(1);
             #[unroll]
             for kh in 0..conv.size_h {
                 let r = oh * conv.stride_h + kh;
                 if r >= conv.pad_h && r < in_h + conv.pad_h {
+                    let x_row = x_base + (r - conv.pad_h) as usize * x.stride(2);
                     #[unroll]
                     for kw in 0..conv.size_w {
                         let c = ow * conv.stride_w + kw;
                         if c >= conv.pad_w && c < in_w + conv.pad_w {
-                            let x_index =
-                                x_base + ((r - conv.pad_h) * in_w + c - conv.pad_w) as usize;
+                            let x_index = x_row + (c - conv.pad_w) as usize;
                             sums[(kh * conv.size_w + kw) as usize] += g * x[x_index];
                         }
                     }

@@ -41,7 +41,11 @@ pub fn run_conv_like<B: AutodiffKernelBackend>(
     device: &B::Device,
     op: impl FnOnce(Tensor<B, 4>, Tensor<B, 4>, Option<Tensor<B, 1>>) -> Tensor<B, 4>,
 ) -> LayerResult {
-    let mut x = tensor::<B, 4>(&data.x, case.x_shape(), device);
+    let mut x = if case.seed % 2 == 1 {
+        padded_rows::<B>(&data.x, case.x_shape(), device)
+    } else {
+        tensor::<B, 4>(&data.x, case.x_shape(), device)
+    };
     if case.x_grad {
         x = x.require_grad();
     }
@@ -61,6 +65,23 @@ pub fn run_conv_like<B: AutodiffKernelBackend>(
         weight_grad: floats(weight.grad(&grads).expect("weight gradient")),
         bias_grad: bias.map(|b| floats(b.grad(&grads).expect("bias gradient"))),
     }
+}
+
+/// Images `[n, c, h, w]` as a view into rows padded with NaN (a slice of a wider tensor),
+/// the way CUDA's pitched image batches arrive: the conv kernels must read them through
+/// their strides. The padding (256 bytes) keeps the slice a view on every runtime.
+fn padded_rows<B: AutodiffKernelBackend>(
+    values: &[f32],
+    shape: [usize; 4],
+    device: &B::Device,
+) -> Tensor<B, 4> {
+    const PAD: usize = 64;
+    let [n, c, h, w] = shape;
+    let padded: Vec<f32> = values
+        .chunks(w)
+        .flat_map(|row| row.iter().copied().chain([f32::NAN; PAD]))
+        .collect();
+    tensor::<B, 4>(&padded, [n, c, h, w + PAD], device).slice([0..n, 0..c, 0..h, 0..w])
 }
 
 pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {

@@ -84,8 +84,8 @@ impl DenseCase {
             x = x.require_grad();
         }
         let weight = tensor::<B, 2>(
-            &values(&mut rng, self.inputs * self.outputs),
-            [self.inputs, self.outputs],
+            &values(&mut rng, self.outputs * self.inputs),
+            [self.outputs, self.inputs],
             device,
         )
         .require_grad();
@@ -114,7 +114,7 @@ impl DenseCase {
     /// Burn's own matmul and broadcast add, differentiated by Burn, on NdArray.
     fn reference(&self) -> LayerResult {
         self.run::<Reference>(&Default::default(), |x, w, b| {
-            let y = x.matmul(w);
+            let y = x.matmul(w.transpose());
             match b {
                 Some(b) => y + b.unsqueeze(),
                 None => y,

@@ -36,9 +36,17 @@ fn case(index: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>, f64, f64) {
 fn run<B: KernelBackend, const D: usize>(index: usize, device: &B::Device) -> [Vec<f32>; 3] {
     let (param, grad, velocity, lr, momentum) = case(index);
     let shape = rank_shape::<D>(SHAPES[index]);
+    let own_param = tensor::<B, D>(&param, shape, device);
     let [param, grad, velocity] =
         [param, grad, velocity].map(|v| tensor::<B, D>(&v, shape, device));
+    // A parameter held elsewhere gets a new buffer; one held only here is updated in place.
     let plain = cubenet_kernels::sgd_update(param.clone(), grad.clone(), lr);
+    let in_place = cubenet_kernels::sgd_update(own_param, grad.clone(), lr);
+    assert_eq!(
+        floats(in_place),
+        floats(plain.clone()),
+        "in place = new buffer"
+    );
     let (with_momentum, new_velocity) =
         cubenet_kernels::sgd_momentum_update(param, grad, velocity, lr, momentum);
     for t in [&plain, &with_momentum, &new_velocity] {
