@@ -1,6 +1,7 @@
 //! A fully connected layer, run either by cubenet's dense kernel or by Burn's matmul.
 
-use burn::module::{Initializer, Param};
+use burn::module::Param;
+use burn::nn::LinearConfig;
 use burn::prelude::*;
 use burn::tensor::module::linear;
 use cubenet_kernels::{KernelBackend, dense};
@@ -10,7 +11,7 @@ use super::KernelPath;
 /// `x · Wᵀ + b` over the last axis of a `[batch, inputs]` tensor. The weight is stored
 /// `[outputs, inputs]`, one row per output as PyTorch's and candle's `Linear` store it: the
 /// dense kernels stream each output's weights as vectors, with no transpose in a step.
-/// Initialized as Burn's `Linear` (uniform in ±1/√inputs).
+/// Initialized by Burn's `Linear` initializer (uniform in ±1/√inputs).
 #[derive(Module, Debug)]
 pub struct Dense<B: Backend> {
     weight: Param<Tensor<B, 2>>,
@@ -23,10 +24,7 @@ impl<B: Backend> Dense<B> {
     /// `features` = [inputs, outputs]; with a bias.
     pub fn new(features: [usize; 2], kernels: KernelPath, device: &B::Device) -> Self {
         let [inputs, outputs] = features;
-        let init = Initializer::KaimingUniform {
-            gain: 1.0 / 3f64.sqrt(),
-            fan_out_only: false,
-        };
+        let init = LinearConfig::new(inputs, outputs).initializer;
         Self {
             weight: init.init_with([outputs, inputs], Some(inputs), Some(outputs), device),
             bias: init.init_with([outputs], Some(inputs), Some(outputs), device),

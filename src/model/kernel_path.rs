@@ -6,9 +6,8 @@ use cubenet_kernels::{KernelBackend, cross_entropy};
 use serde::{Deserialize, Serialize};
 
 /// Which implementation runs a network's conv·ReLU·pool blocks and dense layers. Both
-/// compute the same function with the same weights (the parameters are the same either
-/// way, so records load into both); on backends without CubeCL kernels
-/// (ndarray) `custom` runs Burn's ops.
+/// compute the same function with the same parameters (so records load into both); on
+/// backends without CubeCL kernels (ndarray) `custom` runs Burn's ops.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelPath {
