@@ -13,7 +13,10 @@ use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+use cubecl::device::Device;
+use cubecl::device_handle::DeviceHandle;
 use cubecl::prelude::*;
+use cubecl::server::MemoryLayoutDescriptor;
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise, tensor_vector_size_parallel};
 
 use crate::kernels::conv::{conv2d_forward, conv2d_input_grad};
@@ -101,24 +104,52 @@ fn empty_like<R: CubeRuntime, const D: usize>(
 
 /// [`empty_like`] for a shape of any rank.
 fn empty_shaped<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape, dtype: DType) -> CubeTensor<R> {
-    let bytes = shape.num_elements() * dtype.size();
-    let handle = if POISON_OUTPUTS.load(Ordering::Relaxed) {
-        let poison = match dtype {
-            DType::F32 => f32::NAN.to_ne_bytes().repeat(bytes / 4),
-            DType::F64 => f64::NAN.to_ne_bytes().repeat(bytes / 8),
-            _ => vec![0xEE; bytes],
-        };
-        like.client.create_from_slice(&poison)
+    let [tensor] = empty_group(like, [(shape, dtype)]);
+    tensor
+}
+
+/// New contiguous tensors on `like`'s device, for one kernel to fill, in one allocation:
+/// CubeCL's device thread runs each allocation as a task of its own, so a kernel's several
+/// outputs cost one task instead of one each.
+fn empty_group<R: CubeRuntime, const K: usize>(
+    like: &CubeTensor<R>,
+    outputs: [(Shape, DType); K],
+) -> [CubeTensor<R>; K] {
+    let client = &like.client;
+    let layouts = outputs
+        .iter()
+        .map(|(shape, dtype)| MemoryLayoutDescriptor::contiguous(shape.clone(), dtype.size()));
+    let memory = if POISON_OUTPUTS.load(Ordering::Relaxed) {
+        let patterns: Vec<_> = outputs
+            .iter()
+            .map(|(shape, dtype)| poison(shape.num_elements(), *dtype))
+            .collect();
+        client.create_tensors_from_slices(layouts.zip(patterns.iter().map(Vec::as_slice)).collect())
     } else {
-        like.client.empty(bytes)
+        client.empty_tensors(layouts.collect())
     };
-    CubeTensor::new_contiguous(
-        like.client.clone(),
-        like.device.clone(),
-        shape,
-        handle,
-        dtype,
-    )
+    let mut handles = memory.into_iter().map(|layout| layout.memory);
+    outputs.map(|(shape, dtype)| {
+        let handle = handles.next().expect("one allocation per output");
+        CubeTensor::new_contiguous(client.clone(), like.device.clone(), shape, handle, dtype)
+    })
+}
+
+/// `elements` of a pattern no kernel writes: NaN for floats, 0xEE bytes otherwise.
+fn poison(elements: usize, dtype: DType) -> Vec<u8> {
+    match dtype {
+        DType::F32 => f32::NAN.to_ne_bytes().repeat(elements),
+        DType::F64 => f64::NAN.to_ne_bytes().repeat(elements),
+        _ => vec![0xEE; elements * dtype.size()],
+    }
+}
+
+/// Hands the tasks queued so far to CubeCL's device thread now. CubeCL 0.10 queues every
+/// launch and allocation for one device thread that starts on them only when 32 have
+/// accumulated or at a synchronization; a training step makes fewer, so without this its
+/// kernels would wait for the host to finish building the whole step.
+fn start_queued_tasks<R: CubeRuntime>(device: &R::Device) {
+    DeviceHandle::<R::Server>::new(device.to_id()).flush_queue();
 }
 
 /// One unit per output element.
@@ -255,6 +286,7 @@ fn max_pool_input_grad<R: CubeRuntime, F: FloatElement>(
             storage_of(argmax.dtype),
         )
     }
+    start_queued_tasks::<R>(&x_grad.device);
     x_grad
 }
 
@@ -346,6 +378,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
                 channels,
             )
         }
+        start_queued_tasks::<R>(&x_grad.device);
         x_grad
     }
 
@@ -367,7 +400,15 @@ impl<R: CubeRuntime> ConvOperands<R> {
             .div_ceil(grad_h * grad_w)
             .min(batch);
         let groups = batch.div_ceil(per_group);
-        let partials = empty_like(&self.x, [groups, c_out, c_in, terms], F::dtype());
+        // Without a bias its one-element buffer is not written.
+        let [partials, weight_grad, bias_grad] = empty_group(
+            &self.x,
+            [
+                ([groups, c_out, c_in, terms].into(), F::dtype()),
+                (self.weight_dims.into(), F::dtype()),
+                ([if with_bias { c_out } else { 1 }].into(), F::dtype()),
+            ],
+        );
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             conv2d_weight_grad_partial::launch_unchecked::<F, R>(
@@ -385,9 +426,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
                 argmax_storage(argmax),
             )
         }
-        let weight_grad = empty_like(&self.x, self.weight_dims, F::dtype());
-        // Without a bias this one-element buffer is not written.
-        let bias_grad = empty_like(&self.x, [if with_bias { c_out } else { 1 }], F::dtype());
+        start_queued_tasks::<R>(&self.x.device);
         let (count, dim) = elementwise_over(&self.x.client, c_out * c_in * terms);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
@@ -402,6 +441,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
                 with_bias,
             )
         }
+        start_queued_tasks::<R>(&self.x.device);
         (weight_grad, with_bias.then_some(bias_grad))
     }
 }
@@ -444,6 +484,7 @@ where
                 operands.window,
             )
         }
+        start_queued_tasks::<R>(&output.device);
         output
     }
 
@@ -466,9 +507,10 @@ where
         let x = into_contiguous(x);
         let [n, c, h, w] = dims4(&x);
         let [out_h, out_w] = pool.output_size([h, w]);
-        let output = empty_like(&x, [n, c, out_h, out_w], F::dtype());
         let (argmax_dtype, argmax_type) = argmax_dtype(&x.client);
-        let argmax = empty_like(&x, [n, c, out_h, out_w], argmax_dtype);
+        let shape = Shape::from([n, c, out_h, out_w]);
+        let [output, argmax] =
+            empty_group(&x, [(shape.clone(), F::dtype()), (shape, argmax_dtype)]);
         let (count, dim) = elementwise(&output);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
@@ -483,6 +525,7 @@ where
                 argmax_type,
             )
         }
+        start_queued_tasks::<R>(&output.device);
         (output, argmax)
     }
 
@@ -505,9 +548,14 @@ where
     ) -> (CubeTensor<R>, CubeTensor<R>) {
         let operands = ConvOperands::new(x, weight, conv);
         let out_shape = operands.output_shape(pool.output_size(operands.out_size));
-        let output = empty_like(&operands.x, out_shape, F::dtype());
         let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
-        let argmax = empty_like(&operands.x, out_shape, argmax_dtype);
+        let [output, argmax] = empty_group(
+            &operands.x,
+            [
+                (out_shape.into(), F::dtype()),
+                (out_shape.into(), argmax_dtype),
+            ],
+        );
         let [batch, c_out, out_h, out_w] = out_shape;
         let windows = pool.kernel[0] * pool.kernel[1];
         let positions = (batch * out_h * out_w).div_ceil(FUSED_CUBE_SIZE as usize);
@@ -536,6 +584,7 @@ where
                 argmax_type,
             )
         }
+        start_queued_tasks::<R>(&output.device);
         (output, argmax)
     }
 
@@ -566,7 +615,13 @@ where
             .div_ceil(DENSE_CUBE_SIZE as usize * DENSE_VECTORS_PER_UNIT)
             .max(1);
         let vectors_per_split = row_vectors.div_ceil(splits);
-        let partials = empty_like(&x, [splits, batch, outputs], F::dtype());
+        let [partials, output] = empty_group(
+            &x,
+            [
+                ([splits, batch, outputs].into(), F::dtype()),
+                ([batch, outputs].into(), F::dtype()),
+            ],
+        );
         let block = [DENSE_ROWS, (outputs as u32).clamp(1, DENSE_MAX_COLS)];
         let [rows, cols] = block;
         let [row_blocks, col_blocks] = block_counts([batch, outputs], block);
@@ -586,7 +641,7 @@ where
                 DENSE_CUBE_SIZE,
             )
         }
-        let output = empty_like(&partials, [batch, outputs], F::dtype());
+        start_queued_tasks::<R>(&partials.device);
         let (count, dim) = elementwise(&output);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
@@ -599,6 +654,7 @@ where
                 output.clone().into_tensor_arg(),
             )
         }
+        start_queued_tasks::<R>(&output.device);
         output
     }
 
@@ -631,11 +687,17 @@ where
                     DENSE_INPUT_GRAD_ROWS,
                 )
             }
+            start_queued_tasks::<R>(&x_grad.device);
             x_grad
         });
-        let weight_grad = empty_like(&x, [outputs, inputs], F::dtype());
-        // Without a bias its unit is not launched and this one-element buffer is not written.
-        let bias_grad = empty_like(&x, [if wants.bias { outputs } else { 1 }], F::dtype());
+        // Without a bias its unit is not launched and its one-element buffer is not written.
+        let [weight_grad, bias_grad] = empty_group(
+            &x,
+            [
+                ([outputs, inputs].into(), F::dtype()),
+                ([if wants.bias { outputs } else { 1 }].into(), F::dtype()),
+            ],
+        );
         let units = row_vectors + usize::from(wants.bias);
         let cols = (outputs as u32).clamp(1, DENSE_GRAD_MAX_COLS);
         // SAFETY: see the module documentation (kernels guard their own indices).
@@ -655,6 +717,7 @@ where
                 wants.bias,
             )
         }
+        start_queued_tasks::<R>(&weight_grad.device);
         LayerGrads {
             x: x_grad,
             weight: weight_grad,
@@ -677,6 +740,7 @@ where
                 LOSS_CUBE_SIZE,
             )
         }
+        start_queued_tasks::<R>(&loss.device);
         loss
     }
 
@@ -704,6 +768,7 @@ where
                 logits_grad.clone().into_tensor_arg(),
             )
         }
+        start_queued_tasks::<R>(&logits_grad.device);
         logits_grad
     }
 
@@ -724,6 +789,7 @@ where
                 lr as f32,
             )
         }
+        start_queued_tasks::<R>(&updated.device);
         updated
     }
 
@@ -758,6 +824,7 @@ where
                 momentum as f32,
             )
         }
+        start_queued_tasks::<R>(&updated.device);
         (updated, updated_velocity)
     }
 }
