@@ -1,5 +1,6 @@
-//! [`KernelBackend`] for the CubeCL backend, on any runtime: allocation, launch geometry
-//! and contiguity; the math is in [`crate::kernels`].
+//! [`KernelBackend`] for the CubeCL backend, on any runtime: allocation, launch geometry,
+//! contiguity and handing launches to CubeCL's device thread; the math is in
+//! [`crate::kernels`].
 //!
 //! Kernels are launched unchecked: CubeCL's checked launch clamps every tensor index and
 //! selects a zero for out-of-range reads, which Nsight Compute showed as a large share of
@@ -99,12 +100,7 @@ fn empty_like<R: CubeRuntime, const D: usize>(
     shape: [usize; D],
     dtype: DType,
 ) -> CubeTensor<R> {
-    empty_shaped(like, Shape::from(shape.to_vec()), dtype)
-}
-
-/// [`empty_like`] for a shape of any rank.
-fn empty_shaped<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape, dtype: DType) -> CubeTensor<R> {
-    let [tensor] = empty_group(like, [(shape, dtype)]);
+    let [tensor] = empty_group(like, [(shape.into(), dtype)]);
     tensor
 }
 
@@ -839,7 +835,7 @@ fn updated_buffer<R: CubeRuntime>(
     if input.can_mut() {
         (input.clone(), input.as_tensor_alias(position))
     } else {
-        let fresh = empty_shaped(input, input.meta.shape().clone(), input.dtype);
+        let [fresh] = empty_group(input, [(input.meta.shape().clone(), input.dtype)]);
         (fresh.clone(), fresh.into_tensor_arg())
     }
 }
