@@ -43,15 +43,16 @@ struct Args {
     /// Filters of the simple CNN's convolution (d)
     #[arg(long, default_value_t = 128)]
     filters: usize,
-    /// Channels of LeNet's two convolutions
-    #[arg(long, num_args = 2, default_values_t = [32, 64])]
+    /// Channels of LeNet's two convolutions (narrower than LeNet's default 32/64: at this
+    /// schedule 16/32 still reaches 99% and takes about half the time)
+    #[arg(long, num_args = 2, default_values_t = [16, 32])]
     channels: Vec<usize>,
     #[arg(long, default_value_t = 2)]
     epochs: usize,
     #[arg(long, default_value_t = 128)]
     batch_size: usize,
     /// Peak learning rate (linear decay to 0 over the run)
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.04)]
     lr: f64,
     #[arg(long, default_value_t = 0.9)]
     momentum: f64,

@@ -70,9 +70,11 @@ case $stage in
     swap cuda-cubenet-simple 240 --variants cuda-cubenet --models simple --data-dir "$mnist"
     swap cuda-cubenet-lenet 90 --variants cuda-cubenet --models lenet --no-phases
     torch pytorch-eager-simple-lenet 90 --variants eager --models simple,lenet --data-dir "$mnist"
-    # The speedrun's default schedule, then a larger batch and a single epoch.
-    for schedule in "" "--batch-size 256 --epochs 3 --lr 0.1" "--batch-size 64 --epochs 1"; do
-      name=speedrun-$(echo "${schedule:-default}" | tr -d ' -')
+    # The speedrun's default schedule (LeNet 16/32, batch 128 x 2 epochs), the wider LeNet
+    # that was the default until v9, and a single epoch of a LeNet 16/64 at batch 64.
+    for schedule in "--channels 16 32 --lr 0.04" "--channels 32 64 --lr 0.05" \
+      "--batch-size 64 --epochs 1 --channels 16 64 --lr 0.05"; do
+      name=speedrun-$(echo "$schedule" | tr -d ' -')
       run "$name" 60 "$bin/mnist_speedrun" --data-dir "$mnist" $schedule
       cat "$out/$name.md"
     done

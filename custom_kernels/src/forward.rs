@@ -20,7 +20,7 @@ use cubecl::prelude::*;
 use cubecl::server::MemoryLayoutDescriptor;
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise, tensor_vector_size_parallel};
 
-use crate::kernels::conv::{conv2d_forward, conv2d_input_grad};
+use crate::kernels::conv::{conv2d_forward, conv2d_input_grad, conv2d_input_grad_rows};
 use crate::kernels::dense::{
     dense_forward_partial, dense_forward_sum, dense_input_grad, dense_weight_grad,
 };
@@ -41,10 +41,14 @@ const REDUCE_SHARED_FLOATS: u32 = 8192;
 /// many images a cube takes.
 const REDUCE_ELEMENTS_PER_UNIT: usize = 8;
 
-/// Units per cube of the conv input gradient (one input position each), and the input
-/// channels each unit computes from one read of the output gradient.
+/// Units per cube of the conv input gradient (one input position each, or one run of
+/// [`INPUT_GRAD_COLS`] at stride 1), and the most input channels each unit computes from
+/// one read of the output gradient.
 const INPUT_GRAD_CUBE_SIZE: u32 = 256;
 const INPUT_GRAD_CHANNELS: u32 = 8;
+/// Adjacent input columns each unit of the stride-1 conv input gradient computes: each
+/// weight it loads serves all of them.
+const INPUT_GRAD_COLS: u32 = 4;
 
 /// Units per cube of the fused conv·ReLU·pool forward.
 const FUSED_CUBE_SIZE: u32 = 256;
@@ -72,8 +76,8 @@ const DENSE_CUBE_SIZE: u32 = 64;
 /// K, so that the products outweigh the sum that follows them.
 const DENSE_VECTORS_PER_UNIT: usize = 16;
 const _: () = assert!(DENSE_ROWS * DENSE_MAX_COLS <= DENSE_CUBE_SIZE);
-/// Units per cube of the dense input gradient (one vector of inputs each), and the batch
-/// rows each unit computes with one read of its weights.
+/// Units per cube of the dense input gradient (one vector of inputs each), and the most
+/// batch rows each unit computes with one read of its weights.
 const DENSE_INPUT_GRAD_UNITS: u32 = 256;
 const DENSE_INPUT_GRAD_ROWS: u32 = 8;
 /// Most output columns per unit of the dense weight gradient (its accumulators).
@@ -177,15 +181,16 @@ fn block_counts(extent: [usize; 2], block: [u32; 2]) -> [u32; 2] {
 /// 512, or four of 256).
 const UNITS_PER_SM: usize = 1024;
 
-/// The channels each unit takes, from `widest` down: halved while a grid of
-/// `units_per_block` units for every block of the `channels` would leave SMs short of
-/// [`UNITS_PER_SM`]. Wide blocks reuse each load more; narrow ones fill the GPU when the
-/// batch is small (a LeNet epoch at batch 64 took 0.79 s this way on an H200, 1.04 s with
-/// the widest blocks). Runtimes that do not report their SM count get the widest block.
-fn channel_block<R: CubeRuntime>(
+/// How many of an axis's `extent` items (channels, batch rows) each unit takes, from
+/// `widest` down: halved while a grid of `units_per_block` units for every block of the
+/// axis would leave SMs short of [`UNITS_PER_SM`]. Wide blocks reuse each load more; narrow
+/// ones fill the GPU when the batch is small (a LeNet epoch at batch 64 took 0.79 s this way
+/// on an H200, 1.04 s with the widest channel blocks). Runtimes that do not report their SM
+/// count get the widest block.
+fn unit_block<R: CubeRuntime>(
     client: &ComputeClient<R>,
     widest: u32,
-    channels: usize,
+    extent: usize,
     units_per_block: usize,
 ) -> u32 {
     let Some(sms) = client.properties().hardware.num_streaming_multiprocessors else {
@@ -193,7 +198,7 @@ fn channel_block<R: CubeRuntime>(
     };
     let wanted = sms as usize * UNITS_PER_SM;
     let mut block = widest;
-    while block > 1 && units_per_block * channels.div_ceil(block as usize) < wanted {
+    while block > 1 && units_per_block * extent.div_ceil(block as usize) < wanted {
         block /= 2;
     }
     block
@@ -339,7 +344,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
 
     /// Input gradient: a pooled `grad` is first routed through `argmax` back to the conv
     /// output's shape (the max-pool backward), then the gather kernel runs over blocks of
-    /// input channels.
+    /// input channels (and, at stride 1, of input columns).
     fn input_grad<F: FloatElement>(
         &self,
         grad: &CubeTensor<R>,
@@ -354,25 +359,47 @@ impl<R: CubeRuntime> ConvOperands<R> {
         };
         let x_grad = empty_like(&self.x, self.x_dims, F::dtype());
         let [batch, c_in, h, w] = self.x_dims;
-        let positions = batch * h * w;
-        let channels = channel_block(
+        let unit_stride = self.window.stride_h == 1 && self.window.stride_w == 1;
+        let cols = if unit_stride { INPUT_GRAD_COLS } else { 1 };
+        let positions = batch * h * w.div_ceil(cols as usize);
+        let channels = unit_block(
             &x_grad.client,
             (c_in as u32).min(INPUT_GRAD_CHANNELS),
             c_in,
             positions.next_multiple_of(INPUT_GRAD_CUBE_SIZE as usize),
         );
+        let count = blocks([positions, c_in], [INPUT_GRAD_CUBE_SIZE, channels]);
+        let dim = CubeDim::new_1d(INPUT_GRAD_CUBE_SIZE);
+        let (grad, weight) = (
+            conv_grad.into_tensor_arg(),
+            self.weight.clone().into_tensor_arg(),
+        );
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
-            conv2d_input_grad::launch_unchecked::<F, R>(
-                &x_grad.client,
-                blocks([positions, c_in], [INPUT_GRAD_CUBE_SIZE, channels]),
-                CubeDim::new_1d(INPUT_GRAD_CUBE_SIZE),
-                conv_grad.into_tensor_arg(),
-                self.weight.clone().into_tensor_arg(),
-                x_grad.clone().into_tensor_arg(),
-                self.window,
-                channels,
-            )
+            if unit_stride {
+                conv2d_input_grad_rows::launch_unchecked::<F, R>(
+                    &x_grad.client,
+                    count,
+                    dim,
+                    grad,
+                    weight,
+                    x_grad.clone().into_tensor_arg(),
+                    self.window,
+                    channels,
+                    cols,
+                )
+            } else {
+                conv2d_input_grad::launch_unchecked::<F, R>(
+                    &x_grad.client,
+                    count,
+                    dim,
+                    grad,
+                    weight,
+                    x_grad.clone().into_tensor_arg(),
+                    self.window,
+                    channels,
+                )
+            }
         }
         start_queued_tasks::<R>(&x_grad.device);
         x_grad
@@ -555,7 +582,7 @@ where
         let [batch, c_out, out_h, out_w] = out_shape;
         let windows = pool.kernel[0] * pool.kernel[1];
         let positions = (batch * out_h * out_w).div_ceil(FUSED_CUBE_SIZE as usize);
-        let filters = channel_block(
+        let filters = unit_block(
             &output.client,
             (FUSED_ACCUMULATORS / windows).clamp(1, FUSED_MAX_FILTERS) as u32,
             c_out,
@@ -667,20 +694,23 @@ where
         let x_grad = wants.x.then(|| {
             let weight = into_contiguous(weight);
             let x_grad = empty_like(&x, [batch, inputs], F::dtype());
+            let rows = unit_block(
+                &x_grad.client,
+                DENSE_INPUT_GRAD_ROWS,
+                batch,
+                row_vectors.next_multiple_of(DENSE_INPUT_GRAD_UNITS as usize),
+            );
             // SAFETY: see the module documentation (kernels guard their own indices).
             unsafe {
                 dense_input_grad::launch_unchecked::<F, R>(
                     &x_grad.client,
-                    blocks(
-                        [row_vectors, batch],
-                        [DENSE_INPUT_GRAD_UNITS, DENSE_INPUT_GRAD_ROWS],
-                    ),
+                    blocks([row_vectors, batch], [DENSE_INPUT_GRAD_UNITS, rows]),
                     CubeDim::new_1d(DENSE_INPUT_GRAD_UNITS),
                     width,
                     grad.clone().into_tensor_arg(),
                     weight.into_tensor_arg(),
                     x_grad.clone().into_tensor_arg(),
-                    DENSE_INPUT_GRAD_ROWS,
+                    rows,
                 )
             }
             start_queued_tasks::<R>(&x_grad.device);

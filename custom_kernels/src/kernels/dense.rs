@@ -124,6 +124,9 @@ pub fn dense_forward_sum<F: Float>(
     output[pos] = sum + b.unwrap_or_default();
 }
 
+/// Outputs whose weight rows a unit of the dense input gradient loads together.
+const OUTPUTS_IN_FLIGHT: u32 = 4;
+
 /// dx[m, k] = Σ_n dy[m, n] · W[n, k]. A unit owns
 /// one vector of inputs for a block of `rows` batch rows: each weight vector it reads
 /// serves all of them (dy's values are the same for every unit of a row block, so they
@@ -149,13 +152,21 @@ pub fn dense_input_grad<F: Float, V: Size>(
     for r in 0..rows {
         sums[r as usize] = Vector::new(F::new(0.0));
     }
-    for n in 0..outputs {
-        let w = weight[n * row_vectors + v];
+    // Outputs in groups of OUTPUTS_IN_FLIGHT, so that their weight loads are in flight
+    // together: with few units per SM the loop is bound by load latency, not arithmetic.
+    for group in 0..outputs.div_ceil(OUTPUTS_IN_FLIGHT as usize) {
         #[unroll]
-        for r in 0..rows {
-            let m = first_row + r as usize;
-            if m < batch {
-                sums[r as usize] += Vector::new(grad[m * outputs + n]) * w;
+        for u in 0..OUTPUTS_IN_FLIGHT {
+            let n = group * OUTPUTS_IN_FLIGHT as usize + u as usize;
+            if n < outputs {
+                let w = weight[n * row_vectors + v];
+                #[unroll]
+                for r in 0..rows {
+                    let m = first_row + r as usize;
+                    if m < batch {
+                        sums[r as usize] += Vector::new(grad[m * outputs + n]) * w;
+                    }
+                }
             }
         }
     }
