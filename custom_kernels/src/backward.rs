@@ -8,7 +8,9 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
-use crate::{ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d};
+use crate::{
+    ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
+};
 
 /// Which layer op a [`LayerState`] belongs to, with what its backward needs besides the
 /// input and weight.
@@ -17,7 +19,8 @@ enum LayerOp<B: KernelBackend> {
     Conv(ConvOptions2d),
     /// The fused conv·ReLU·pool: its gradient is routed through the saved argmax.
     ConvReluPool(ConvOptions2d, IntTensor<B>, PoolOptions2d),
-    Dense,
+    /// The dense layer, with its output when its activation is ReLU.
+    Dense(Option<FloatTensor<B>>),
 }
 
 /// What a layer's backward step needs.
@@ -51,7 +54,7 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for LayerBackward {
             LayerOp::ConvReluPool(conv, argmax, pool) => {
                 B::conv_relu_pool_backward(x, weight, grad, argmax, conv, pool, wants)
             }
-            LayerOp::Dense => B::dense_backward(x, weight, grad, wants),
+            LayerOp::Dense(relu_output) => B::dense_backward(x, weight, grad, relu_output, wants),
         };
         if let (Some(node), Some(x_grad)) = (x_node, computed.x) {
             grads.register::<B>(node.id, x_grad);
@@ -199,9 +202,12 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
+        activation: DenseActivation,
     ) -> FloatTensor<Self> {
         record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
-            (B::dense(x, weight, bias), LayerOp::Dense)
+            let output = B::dense(x, weight, bias, activation);
+            let relu_output = (activation == DenseActivation::Relu).then(|| output.clone());
+            (output, LayerOp::Dense(relu_output))
         })
         .0
     }

@@ -30,7 +30,9 @@ use crate::kernels::loss::{cross_entropy_backward, cross_entropy_forward};
 use crate::kernels::pool::{max_pool2d_backward, max_pool2d_forward};
 use crate::kernels::reduce::{conv2d_weight_grad_partial, conv2d_weight_grad_sum};
 use crate::kernels::update::{sgd_momentum_update, sgd_update};
-use crate::{ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d};
+use crate::{
+    ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
+};
 
 /// Largest cube of the weight-gradient reduction (a power of two); smaller for large
 /// filters, so that its shared memory (one row per tap) stays within 32 KB.
@@ -115,6 +117,16 @@ fn empty_group<R: CubeRuntime, const K: usize>(
     like: &CubeTensor<R>,
     outputs: [(Shape, DType); K],
 ) -> [CubeTensor<R>; K] {
+    empty_tensors(like, outputs.into())
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one tensor per output"))
+}
+
+/// [`empty_group`] for a number of outputs known at run time.
+fn empty_tensors<R: CubeRuntime>(
+    like: &CubeTensor<R>,
+    outputs: Vec<(Shape, DType)>,
+) -> Vec<CubeTensor<R>> {
     let client = &like.client;
     let layouts = outputs
         .iter()
@@ -128,11 +140,19 @@ fn empty_group<R: CubeRuntime, const K: usize>(
     } else {
         client.empty_tensors(layouts.collect())
     };
-    let mut handles = memory.into_iter().map(|layout| layout.memory);
-    outputs.map(|(shape, dtype)| {
-        let handle = handles.next().expect("one allocation per output");
-        CubeTensor::new_contiguous(client.clone(), like.device.clone(), shape, handle, dtype)
-    })
+    outputs
+        .into_iter()
+        .zip(memory)
+        .map(|((shape, dtype), layout)| {
+            CubeTensor::new_contiguous(
+                client.clone(),
+                like.device.clone(),
+                shape,
+                layout.memory,
+                dtype,
+            )
+        })
+        .collect()
 }
 
 /// `elements` of a pattern no kernel writes: NaN for floats, 0xEE bytes otherwise.
@@ -629,6 +649,7 @@ where
         x: CubeTensor<R>,
         weight: CubeTensor<R>,
         bias: Option<CubeTensor<R>>,
+        activation: DenseActivation,
     ) -> CubeTensor<R> {
         let (x, weight) = (into_contiguous(x), into_contiguous(weight));
         let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight));
@@ -638,16 +659,26 @@ where
             .div_ceil(DENSE_CUBE_SIZE as usize * DENSE_VECTORS_PER_UNIT)
             .max(1);
         let vectors_per_split = row_vectors.div_ceil(splits);
-        let [partials, output] = empty_group(
-            &x,
-            [
-                ([splits, batch, outputs].into(), F::dtype()),
-                ([batch, outputs].into(), F::dtype()),
-            ],
-        );
+        let single_split = splits == 1;
+        let relu = activation == DenseActivation::Relu;
+        let bias = bias.map(into_contiguous);
+        // One split writes the output itself; more write partial sums for a second kernel.
+        let [partials, output] = if single_split {
+            let output = empty_like(&x, [batch, outputs], F::dtype());
+            [output.clone(), output]
+        } else {
+            empty_group(
+                &x,
+                [
+                    ([splits, batch, outputs].into(), F::dtype()),
+                    ([batch, outputs].into(), F::dtype()),
+                ],
+            )
+        };
         let block = [DENSE_ROWS, (outputs as u32).clamp(1, DENSE_MAX_COLS)];
         let [rows, cols] = block;
         let [row_blocks, col_blocks] = block_counts([batch, outputs], block);
+        let first_stage_bias = bias.clone().filter(|_| single_split);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             dense_forward_partial::launch_unchecked::<F, R>(
@@ -657,14 +688,20 @@ where
                 width,
                 x.into_tensor_arg(),
                 weight.into_tensor_arg(),
+                first_stage_bias.map(CubeTensor::into_tensor_arg).into(),
                 partials.clone().into_tensor_arg(),
                 vectors_per_split as u32,
                 rows,
                 cols,
                 DENSE_CUBE_SIZE,
+                single_split,
+                relu && single_split,
             )
         }
         start_queued_tasks::<R>(&partials.device);
+        if single_split {
+            return output;
+        }
         let (count, dim) = elementwise(&output);
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
@@ -673,8 +710,9 @@ where
                 count,
                 dim,
                 partials.into_tensor_arg(),
-                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+                bias.map(CubeTensor::into_tensor_arg).into(),
                 output.clone().into_tensor_arg(),
+                relu,
             )
         }
         start_queued_tasks::<R>(&output.device);
@@ -685,9 +723,11 @@ where
         x: CubeTensor<R>,
         weight: CubeTensor<R>,
         grad: CubeTensor<R>,
+        relu_output: Option<CubeTensor<R>>,
         wants: GradsWanted,
     ) -> LayerGrads<Self> {
         let (x, grad) = (into_contiguous(x), into_contiguous(grad));
+        let relu_output = relu_output.map(into_contiguous);
         let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight));
         let width = row_vector_size(&x);
         let row_vectors = inputs / width;
@@ -708,6 +748,7 @@ where
                     CubeDim::new_1d(DENSE_INPUT_GRAD_UNITS),
                     width,
                     grad.clone().into_tensor_arg(),
+                    relu_output.clone().map(CubeTensor::into_tensor_arg).into(),
                     weight.into_tensor_arg(),
                     x_grad.clone().into_tensor_arg(),
                     rows,
@@ -735,6 +776,7 @@ where
                 width,
                 x.into_tensor_arg(),
                 grad.into_tensor_arg(),
+                relu_output.map(CubeTensor::into_tensor_arg).into(),
                 weight_grad.clone().into_tensor_arg(),
                 bias_grad.clone().into_tensor_arg(),
                 cols,
@@ -798,74 +840,131 @@ where
         logits_grad
     }
 
-    fn sgd_update(param: CubeTensor<R>, grad: CubeTensor<R>, lr: f64) -> CubeTensor<R> {
-        let (param, grad) = (into_contiguous(param), into_contiguous(grad));
-        let (count, dim) = elementwise(&param);
-        let client = param.client.clone();
-        let (updated, updated_arg) = updated_buffer(&param, 0);
-        // SAFETY: see the module documentation (kernels guard their own indices).
-        unsafe {
-            sgd_update::launch_unchecked::<F, R>(
-                &client,
-                count,
-                dim,
-                param.into_tensor_arg(),
-                grad.into_tensor_arg(),
-                updated_arg,
-                lr as f32,
-            )
+    fn sgd_update(
+        params: Vec<CubeTensor<R>>,
+        grads: Vec<CubeTensor<R>>,
+        lr: f64,
+    ) -> Vec<CubeTensor<R>> {
+        let mut all_updated = Vec::new();
+        for group in UpdateGroup::split([params, grads], 3) {
+            let updated = group.outputs(1);
+            // SAFETY: see the module documentation (kernels guard their own indices).
+            unsafe {
+                sgd_update::launch_unchecked::<F, R>(
+                    &group.client,
+                    group.count.clone(),
+                    group.dim,
+                    group.inputs(0),
+                    group.inputs(1),
+                    sequence(&updated),
+                    lr as f32,
+                )
+            }
+            start_queued_tasks::<R>(&group.device);
+            all_updated.extend(updated);
         }
-        start_queued_tasks::<R>(&updated.device);
-        updated
+        all_updated
     }
 
     fn sgd_momentum_update(
-        param: CubeTensor<R>,
-        grad: CubeTensor<R>,
-        velocity: CubeTensor<R>,
+        params: Vec<CubeTensor<R>>,
+        grads: Vec<CubeTensor<R>>,
+        velocities: Vec<CubeTensor<R>>,
         lr: f64,
         momentum: f64,
-    ) -> (CubeTensor<R>, CubeTensor<R>) {
-        let (param, grad, velocity) = (
-            into_contiguous(param),
-            into_contiguous(grad),
-            into_contiguous(velocity),
-        );
-        let (count, dim) = elementwise(&param);
-        let client = param.client.clone();
-        let (updated, updated_arg) = updated_buffer(&param, 0);
-        let (updated_velocity, updated_velocity_arg) = updated_buffer(&velocity, 2);
-        // SAFETY: see the module documentation (kernels guard their own indices).
-        unsafe {
-            sgd_momentum_update::launch_unchecked::<F, R>(
-                &client,
-                count,
-                dim,
-                param.into_tensor_arg(),
-                grad.into_tensor_arg(),
-                velocity.into_tensor_arg(),
-                updated_arg,
-                updated_velocity_arg,
-                lr as f32,
-                momentum as f32,
-            )
+    ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
+        let (mut all_updated, mut all_velocities) = (Vec::new(), Vec::new());
+        for group in UpdateGroup::split([params, grads, velocities], 5) {
+            let mut updated = group.outputs(2);
+            let updated_velocities = updated.split_off(updated.len() / 2);
+            // SAFETY: see the module documentation (kernels guard their own indices).
+            unsafe {
+                sgd_momentum_update::launch_unchecked::<F, R>(
+                    &group.client,
+                    group.count.clone(),
+                    group.dim,
+                    group.inputs(0),
+                    group.inputs(1),
+                    group.inputs(2),
+                    sequence(&updated),
+                    sequence(&updated_velocities),
+                    lr as f32,
+                    momentum as f32,
+                )
+            }
+            start_queued_tasks::<R>(&group.device);
+            all_updated.extend(updated);
+            all_velocities.extend(updated_velocities);
         }
-        start_queued_tasks::<R>(&updated.device);
-        (updated, updated_velocity)
+        (all_updated, all_velocities)
     }
 }
 
-/// Where an update of `input` (the kernel's input number `position`) is written: over
-/// `input` itself when nothing else holds its buffer (a training step's parameters and
-/// velocities: no allocation, one task less for CubeCL's device thread), else a new buffer.
-fn updated_buffer<R: CubeRuntime>(
-    input: &CubeTensor<R>,
-    position: usize,
-) -> (CubeTensor<R>, TensorArg<R>) {
-    if input.can_mut() {
-        (input.clone(), input.as_tensor_alias(position))
-    } else {
-        let [fresh] = empty_group(input, [(input.meta.shape().clone(), input.dtype)]);
-        (fresh.clone(), fresh.into_tensor_arg())
+/// The operands of one launch of an SGD update: each kind (parameters, gradients,
+/// velocities) as contiguous tensors in parameter order, and a grid that covers the
+/// largest parameter.
+struct UpdateGroup<R: CubeRuntime> {
+    operands: Vec<Vec<CubeTensor<R>>>,
+    client: ComputeClient<R>,
+    device: R::Device,
+    count: CubeCount,
+    dim: CubeDim,
+}
+
+impl<R: CubeRuntime> UpdateGroup<R> {
+    /// `kinds` (each one tensor per parameter) in as few launches as the runtime's buffer
+    /// bindings allow, each parameter taking `buffers` of them (its inputs and outputs): all
+    /// at once on CUDA, a few parameters per launch on wgpu (32 storage buffers, one of
+    /// them the kernel's metadata).
+    fn split<const K: usize>(kinds: [Vec<CubeTensor<R>>; K], buffers: usize) -> Vec<Self> {
+        let Some(first) = kinds[0].first() else {
+            return Vec::new();
+        };
+        let (client, device) = (first.client.clone(), first.device.clone());
+        let bindings = client.properties().hardware.max_bindings as usize;
+        let per_launch = (bindings.saturating_sub(1) / buffers).max(1);
+        let mut kinds = kinds.map(|kind| kind.into_iter().map(into_contiguous).peekable());
+        let mut groups = Vec::new();
+        while kinds[0].peek().is_some() {
+            let operands: Vec<Vec<_>> = kinds
+                .iter_mut()
+                .map(|kind| kind.by_ref().take(per_launch).collect())
+                .collect();
+            let largest = operands[0].iter().map(|p| p.meta.num_elements()).max();
+            let (count, dim) = elementwise_over(&client, largest.unwrap_or(1));
+            groups.push(Self {
+                operands,
+                client: client.clone(),
+                device: device.clone(),
+                count,
+                dim,
+            });
+        }
+        groups
     }
+
+    /// The operands of kind `kind` (0: parameters, 1: gradients, 2: velocities).
+    fn inputs<E: CubePrimitive>(&self, kind: usize) -> SequenceArg<R, Tensor<E>> {
+        sequence(&self.operands[kind])
+    }
+
+    /// `copies` new tensors shaped like each parameter, in one allocation: all of the first
+    /// copy's, then the second's.
+    fn outputs(&self, copies: usize) -> Vec<CubeTensor<R>> {
+        let params = &self.operands[0];
+        let shapes = (0..copies)
+            .flat_map(|_| params.iter().map(|p| (p.meta.shape().clone(), p.dtype)))
+            .collect();
+        empty_tensors(&params[0], shapes)
+    }
+}
+
+/// `tensors` as one kernel argument.
+fn sequence<R: CubeRuntime, E: CubePrimitive>(
+    tensors: &[CubeTensor<R>],
+) -> SequenceArg<R, Tensor<E>> {
+    tensors
+        .iter()
+        .map(|t| t.clone().into_tensor_arg())
+        .collect()
 }

@@ -183,23 +183,27 @@ pub trait KernelBackend: Backend {
         reference::conv_relu_pool_backward::<Self>(x, weight, grad, argmax, conv, pool, wants)
     }
 
-    /// Dense layer `x · weightᵀ + bias` for `x` `[M, inputs]`.
+    /// Dense layer `activation(x · weightᵀ + bias)` for `x` `[M, inputs]`.
     fn dense(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
+        activation: DenseActivation,
     ) -> FloatTensor<Self> {
-        reference::dense::<Self>(x, weight, bias)
+        reference::dense::<Self>(x, weight, bias, activation)
     }
 
-    /// Gradients of [`KernelBackend::dense`] given the output's gradient `grad`.
+    /// Gradients of [`KernelBackend::dense`] given the output's gradient `grad`;
+    /// `relu_output` is the layer's output when its activation was ReLU (the gradient passes
+    /// where it is positive).
     fn dense_backward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
+        relu_output: Option<FloatTensor<Self>>,
         wants: GradsWanted,
     ) -> LayerGrads<Self> {
-        reference::dense_backward::<Self>(x, weight, grad, wants)
+        reference::dense_backward::<Self>(x, weight, grad, relu_output, wants)
     }
 
     /// Mean softmax cross-entropy of `logits` `[N, C]` against class indices `targets`
@@ -218,22 +222,35 @@ pub trait KernelBackend: Backend {
         reference::cross_entropy_backward::<Self>(logits, targets, grad)
     }
 
-    /// Plain SGD step of one parameter: `param − lr · grad`.
-    fn sgd_update(param: FloatTensor<Self>, grad: FloatTensor<Self>, lr: f64) -> FloatTensor<Self> {
-        reference::sgd_update::<Self>(param, grad, lr)
+    /// Plain SGD step of a group of parameters (a model's: one launch where the backend
+    /// has the kernel): `param − lr · grad` for each; `grads[i]` has `params[i]`'s shape.
+    fn sgd_update(
+        params: Vec<FloatTensor<Self>>,
+        grads: Vec<FloatTensor<Self>>,
+        lr: f64,
+    ) -> Vec<FloatTensor<Self>> {
+        reference::sgd_update::<Self>(params, grads, lr)
     }
 
-    /// SGD step with momentum μ: returns `(param − lr · v', v')` with `v' = μ · velocity +
-    /// grad`.
+    /// SGD step with momentum μ of a group of parameters: for each, `(param − lr · v', v')`
+    /// with `v' = μ · velocity + grad`; velocities and gradients have their parameter's
+    /// shape. Returns the updated parameters and velocities.
     fn sgd_momentum_update(
-        param: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        velocity: FloatTensor<Self>,
+        params: Vec<FloatTensor<Self>>,
+        grads: Vec<FloatTensor<Self>>,
+        velocities: Vec<FloatTensor<Self>>,
         lr: f64,
         momentum: f64,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        reference::sgd_momentum_update::<Self>(param, grad, velocity, lr, momentum)
+    ) -> (Vec<FloatTensor<Self>>, Vec<FloatTensor<Self>>) {
+        reference::sgd_momentum_update::<Self>(params, grads, velocities, lr, momentum)
     }
+}
+
+/// What a dense layer applies to its outputs, inside its own kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DenseActivation {
+    Identity,
+    Relu,
 }
 
 /// Which optional gradients a backward pass must produce.
@@ -324,30 +341,6 @@ pub fn cross_entropy<B: KernelBackend>(
     from_float(B::cross_entropy(float(logits), targets.into_primitive()))
 }
 
-/// One plain SGD step of a parameter: `param − lr · grad`, in one kernel where the backend
-/// has it.
-pub fn sgd_update<B: KernelBackend, const D: usize>(
-    param: Tensor<B, D>,
-    grad: Tensor<B, D>,
-    lr: f64,
-) -> Tensor<B, D> {
-    from_float(B::sgd_update(float(param), float(grad), lr))
-}
-
-/// One SGD step with momentum: `v' = momentum · velocity + grad`, returns
-/// `(param − lr · v', v')`, in one kernel where the backend has it.
-pub fn sgd_momentum_update<B: KernelBackend, const D: usize>(
-    param: Tensor<B, D>,
-    grad: Tensor<B, D>,
-    velocity: Tensor<B, D>,
-    lr: f64,
-    momentum: f64,
-) -> (Tensor<B, D>, Tensor<B, D>) {
-    let (param, velocity) =
-        B::sgd_momentum_update(float(param), float(grad), float(velocity), lr, momentum);
-    (from_float(param), from_float(velocity))
-}
-
 /// Dense layer `x · weightᵀ + bias`: `x` `[M, inputs]`, `weight` `[outputs, inputs]` (one
 /// row per output, as in PyTorch's and candle's `Linear`), `bias` `[outputs]`.
 pub fn dense<B: KernelBackend>(
@@ -355,5 +348,27 @@ pub fn dense<B: KernelBackend>(
     weight: Tensor<B, 2>,
     bias: Option<Tensor<B, 1>>,
 ) -> Tensor<B, 2> {
-    from_float(B::dense(float(x), float(weight), bias.map(float)))
+    let activation = DenseActivation::Identity;
+    from_float(B::dense(
+        float(x),
+        float(weight),
+        bias.map(float),
+        activation,
+    ))
+}
+
+/// ReLU(x · weightᵀ + bias), the activation applied by the dense kernels themselves (no
+/// launch of its own forward or backward where the backend has them).
+pub fn dense_relu<B: KernelBackend>(
+    x: Tensor<B, 2>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+) -> Tensor<B, 2> {
+    let activation = DenseActivation::Relu;
+    from_float(B::dense(
+        float(x),
+        float(weight),
+        bias.map(float),
+        activation,
+    ))
 }

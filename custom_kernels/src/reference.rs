@@ -3,11 +3,14 @@
 //! the kernels are tested against.
 
 use burn::prelude::*;
-use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::activation::{log_softmax, relu, softmax};
 use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 
-use crate::{ConvOptions2d, GradsWanted, LayerGrads, NO_ARGMAX, PoolOptions2d, float, from_float};
+use crate::{
+    ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, NO_ARGMAX, PoolOptions2d, float,
+    from_float,
+};
 
 fn burn_conv_options(options: ConvOptions2d) -> ConvOptions<2> {
     ConvOptions::new(options.stride, options.padding, [1, 1], 1)
@@ -185,11 +188,15 @@ pub fn dense<B: Backend>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
+    activation: DenseActivation,
 ) -> FloatTensor<B> {
-    let y = from_float::<B, 2>(x).matmul(from_float::<B, 2>(weight).transpose());
-    match bias {
-        Some(bias) => float(y + from_float::<B, 1>(bias).unsqueeze()),
-        None => float(y),
+    let mut y = from_float::<B, 2>(x).matmul(from_float::<B, 2>(weight).transpose());
+    if let Some(bias) = bias {
+        y = y + from_float::<B, 1>(bias).unsqueeze();
+    }
+    match activation {
+        DenseActivation::Identity => float(y),
+        DenseActivation::Relu => float(relu(y)),
     }
 }
 
@@ -197,9 +204,13 @@ pub fn dense_backward<B: Backend>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
+    relu_output: Option<FloatTensor<B>>,
     wants: GradsWanted,
 ) -> LayerGrads<B> {
-    let grad = from_float::<B, 2>(grad);
+    let mut grad = from_float::<B, 2>(grad);
+    if let Some(y) = relu_output {
+        grad = grad.mask_fill(from_float::<B, 2>(y).lower_equal_elem(0.0), 0.0);
+    }
     let x_grad = wants
         .x
         .then(|| float(grad.clone().matmul(from_float::<B, 2>(weight))));
@@ -242,20 +253,28 @@ pub fn cross_entropy_backward<B: Backend>(
 }
 
 pub fn sgd_update<B: Backend>(
-    param: FloatTensor<B>,
-    grad: FloatTensor<B>,
+    params: Vec<FloatTensor<B>>,
+    grads: Vec<FloatTensor<B>>,
     lr: f64,
-) -> FloatTensor<B> {
-    B::float_sub(param, B::float_mul_scalar(grad, lr.into()))
+) -> Vec<FloatTensor<B>> {
+    params
+        .into_iter()
+        .zip(grads)
+        .map(|(param, grad)| B::float_sub(param, B::float_mul_scalar(grad, lr.into())))
+        .collect()
 }
 
 pub fn sgd_momentum_update<B: Backend>(
-    param: FloatTensor<B>,
-    grad: FloatTensor<B>,
-    velocity: FloatTensor<B>,
+    params: Vec<FloatTensor<B>>,
+    grads: Vec<FloatTensor<B>>,
+    velocities: Vec<FloatTensor<B>>,
     lr: f64,
     momentum: f64,
-) -> (FloatTensor<B>, FloatTensor<B>) {
-    let velocity = B::float_add(B::float_mul_scalar(velocity, momentum.into()), grad);
-    (sgd_update::<B>(param, velocity.clone(), lr), velocity)
+) -> (Vec<FloatTensor<B>>, Vec<FloatTensor<B>>) {
+    let velocities: Vec<_> = velocities
+        .into_iter()
+        .zip(grads)
+        .map(|(velocity, grad)| B::float_add(B::float_mul_scalar(velocity, momentum.into()), grad))
+        .collect();
+    (sgd_update::<B>(params, velocities.clone(), lr), velocities)
 }

@@ -20,7 +20,7 @@ pub use phases::{PHASES, time_phases};
 pub use report::{EPOCH_IMAGES, EpochRecord, PhaseRecord, Report, ReportError, Source, StepRecord};
 pub use run::{EpochPlan, Measurement, measurement_count, run_variant, this_run};
 pub use speedrun::{EpochMark, SpeedrunConfig, SpeedrunResult, speedrun};
-pub use step::{BENCH_LR, SgdStep, bench_model, random_batch, time_training_step};
+pub use step::{BENCH_LR, SgdStep, bench_model, random_batch, time_training_step, train_step};
 pub use sweep::{BenchModel, BenchPlan, MLP_HIDDEN, Point, Sweep};
 pub use table::FULL_RUNS;
 pub use timing::{Protocol, Timing, sync, time_synced};

@@ -59,7 +59,7 @@ pub struct SgdStep<B: AutodiffKernelBackend> {
 /// Burn's `Sgd` or cubenet's [`FusedSgd`], both plain SGD.
 enum Update<B: AutodiffKernelBackend> {
     Burn(OptimizerAdaptor<Sgd<B::InnerBackend>, MnistModel<B>, B>),
-    Fused(OptimizerAdaptor<FusedSgd, MnistModel<B>, B>),
+    Fused(FusedSgd<B>),
 }
 
 impl<B: AutodiffKernelBackend> SgdStep<B> {

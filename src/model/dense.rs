@@ -3,8 +3,9 @@
 use burn::module::Param;
 use burn::nn::LinearConfig;
 use burn::prelude::*;
+use burn::tensor::activation::relu;
 use burn::tensor::module::linear;
-use cubenet_kernels::{KernelBackend, dense};
+use cubenet_kernels::{KernelBackend, dense, dense_relu};
 
 use super::KernelPath;
 
@@ -39,6 +40,16 @@ impl<B: KernelBackend> Dense<B> {
         match self.kernels {
             KernelPath::Custom => dense(x, weight, Some(bias)),
             KernelPath::Burn => linear(x, weight.transpose(), Some(bias)),
+        }
+    }
+
+    /// ReLU of [`Dense::forward`]; on the custom path the dense kernels apply it (and pass
+    /// its gradient), with no kernels of its own.
+    pub fn forward_relu(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let (weight, bias) = (self.weight.val(), self.bias.val());
+        match self.kernels {
+            KernelPath::Custom => dense_relu(x, weight, Some(bias)),
+            KernelPath::Burn => relu(linear(x, weight.transpose(), Some(bias))),
         }
     }
 }

@@ -1,7 +1,6 @@
 //! A LeNet-style CNN: two conv → ReLU → 2x2 max-pool blocks, then two linear layers.
 
 use burn::prelude::*;
-use burn::tensor::activation::relu;
 use cubenet_kernels::KernelBackend;
 
 use super::ModelError;
@@ -79,7 +78,7 @@ impl<B: KernelBackend> LeNet<B> {
     /// Class logits `[n, classes]` for images `[n, 1, side, side]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         let x = self.block2.forward(self.block1.forward(images));
-        let x = relu(self.hidden.forward(x.flatten(1, 3)));
+        let x = self.hidden.forward_relu(x.flatten(1, 3));
         self.output.forward(x)
     }
 }

@@ -1,17 +1,23 @@
-//! SGD, with optional momentum, as one kernel per parameter on the CubeCL backends.
+//! SGD, with optional momentum, as one kernel for all of a model's parameters on the
+//! CubeCL backends.
 //!
 //! Burn's `Sgd` runs each arithmetic op as its own kernel (g·lr, then p − that; momentum
-//! adds three more), which dominates a small network's step once the layers are fast. This
-//! optimizer computes the same update (Burn's momentum without dampening or Nesterov: the
-//! first step's velocity is the gradient) through `cubenet_kernels::sgd_update`, whose
-//! default body is Burn's ops on other backends.
+//! adds three more), per parameter, which dominates a small network's step once the layers
+//! are fast. This optimizer computes the same update (Burn's momentum without dampening or
+//! Nesterov: the first step's velocity is the gradient, here as μ · 0 + g) for the whole
+//! module through `KernelBackend::sgd_update` / `sgd_momentum_update`, whose default bodies
+//! are Burn's ops on other backends: it gathers every parameter that has a gradient, updates
+//! them as a group and puts the results back.
 
-use burn::module::AutodiffModule;
-use burn::optim::SimpleOptimizer;
-use burn::optim::adaptor::OptimizerAdaptor;
+use std::collections::HashMap;
+
+use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
 use burn::prelude::*;
-use burn::record::Record;
-use cubenet_kernels::{AutodiffKernelBackend, KernelBackend, sgd_momentum_update, sgd_update};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::ops::{FloatTensor, FloatTensorOps};
+use burn::tensor::{TensorMetadata, TensorPrimitive};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 /// Configuration of [`FusedSgd`].
 #[derive(Config, Debug)]
@@ -22,58 +28,177 @@ pub struct FusedSgdConfig {
 }
 
 impl FusedSgdConfig {
-    /// The optimizer for module `M` trained on backend `B`.
-    pub fn init<B: AutodiffKernelBackend, M: AutodiffModule<B>>(
-        &self,
-    ) -> OptimizerAdaptor<FusedSgd, M, B> {
+    /// The optimizer, for a module trained on backend `B`.
+    pub fn init<B: AutodiffKernelBackend>(&self) -> FusedSgd<B> {
         FusedSgd {
             momentum: self.momentum,
+            velocities: HashMap::new(),
         }
-        .into()
     }
 }
 
 /// The optimizer: see the module docs.
-#[derive(Debug, Clone)]
-pub struct FusedSgd {
+#[derive(Clone)]
+pub struct FusedSgd<B: AutodiffBackend> {
     momentum: f64,
+    /// Each parameter's velocity (with momentum), in any shape of the parameter's size.
+    velocities: HashMap<ParamId, FloatTensor<B::InnerBackend>>,
 }
 
-/// A parameter's velocity, kept only with momentum.
-#[derive(Record, Clone)]
-pub struct FusedSgdState<B: Backend, const D: usize> {
-    pub velocity: Tensor<B, D>,
-}
+type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
-impl<B: KernelBackend> SimpleOptimizer<B> for FusedSgd {
-    type State<const D: usize> = FusedSgdState<B, D>;
+impl<B, M> Optimizer<M, B> for FusedSgd<B>
+where
+    B: AutodiffKernelBackend,
+    M: AutodiffModule<B>,
+{
+    /// The velocities, flattened, each under its parameter's id.
+    type Record = Vec<Param<Tensor<B, 1>>>;
 
-    fn step<const D: usize>(
-        &self,
-        lr: f64,
-        tensor: Tensor<B, D>,
-        grad: Tensor<B, D>,
-        state: Option<Self::State<D>>,
-    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
-        if self.momentum == 0.0 {
-            return (sgd_update(tensor, grad, lr), None);
-        }
-        match state {
-            None => (
-                sgd_update(tensor, grad.clone(), lr),
-                Some(FusedSgdState { velocity: grad }),
-            ),
-            Some(FusedSgdState { velocity }) => {
-                let (tensor, velocity) =
-                    sgd_momentum_update(tensor, grad, velocity, lr, self.momentum);
-                (tensor, Some(FusedSgdState { velocity }))
-            }
-        }
+    fn step(&mut self, lr: LearningRate, module: M, mut grads: GradientsParams) -> M {
+        self.update(lr, module, Grads::Single(&mut grads))
     }
 
-    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
-        FusedSgdState {
-            velocity: state.velocity.to_device(device),
+    fn step_multi(&mut self, lr: LearningRate, module: M, mut grads: MultiGradientsParams) -> M {
+        self.update(lr, module, Grads::Multi(&mut grads))
+    }
+
+    fn to_record(&self) -> Self::Record {
+        self.velocities
+            .iter()
+            .map(|(id, velocity)| {
+                let elements = velocity.shape().num_elements();
+                let flat = Inner::<B>::float_reshape(velocity.clone(), Shape::new([elements]));
+                let flat = Tensor::<Inner<B>, 1>::from_primitive(TensorPrimitive::Float(flat));
+                Param::initialized(*id, Tensor::from_inner(flat))
+            })
+            .collect()
+    }
+
+    fn load_record(mut self, record: Self::Record) -> Self {
+        self.velocities = record
+            .into_iter()
+            .map(|velocity| {
+                (
+                    velocity.id,
+                    velocity.val().inner().into_primitive().tensor(),
+                )
+            })
+            .collect();
+        self
+    }
+}
+
+impl<B: AutodiffKernelBackend> FusedSgd<B> {
+    /// One step of every parameter of `module` that has a gradient in `grads`.
+    fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
+        let with_momentum = self.momentum != 0.0;
+        let mut group = Group::<B> {
+            grads,
+            velocities: with_momentum.then_some(&mut self.velocities),
+            ids: Vec::new(),
+            params: Vec::new(),
+            param_grads: Vec::new(),
+            param_velocities: Vec::new(),
+        };
+        module.visit(&mut group);
+        let Group {
+            ids,
+            params,
+            param_grads,
+            param_velocities,
+            ..
+        } = group;
+        let updated = if with_momentum {
+            let (updated, velocities) = Inner::<B>::sgd_momentum_update(
+                params,
+                param_grads,
+                param_velocities,
+                lr,
+                self.momentum,
+            );
+            self.velocities.extend(ids.iter().copied().zip(velocities));
+            updated
+        } else {
+            Inner::<B>::sgd_update(params, param_grads, lr)
+        };
+        module.map(&mut PutBack::<B> {
+            updated: ids.into_iter().zip(updated).collect(),
+        })
+    }
+}
+
+/// The gradients of a step: from one device, or from several (Burn's multi-device step).
+enum Grads<'a> {
+    Single(&'a mut GradientsParams),
+    Multi(&'a mut MultiGradientsParams),
+}
+
+impl Grads<'_> {
+    /// Parameter `id`'s gradient and the device it is on (the parameter's update runs there).
+    fn remove<B: Backend, const D: usize>(
+        &mut self,
+        id: ParamId,
+    ) -> Option<(Tensor<B, D>, B::Device)> {
+        match self {
+            Grads::Single(grads) => grads.remove::<B, D>(id).map(|grad| {
+                let device = grad.device();
+                (grad, device)
+            }),
+            Grads::Multi(grads) => grads.remove::<B, D>(id),
         }
+    }
+}
+
+/// Gathers the parameters that have a gradient, with their gradients and (with momentum)
+/// velocities, zeros for a parameter's first step.
+struct Group<'a, B: AutodiffBackend> {
+    grads: Grads<'a>,
+    velocities: Option<&'a mut HashMap<ParamId, FloatTensor<B::InnerBackend>>>,
+    ids: Vec<ParamId>,
+    params: Vec<FloatTensor<B::InnerBackend>>,
+    param_grads: Vec<FloatTensor<B::InnerBackend>>,
+    param_velocities: Vec<FloatTensor<B::InnerBackend>>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for Group<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let Some((grad, device)) = self.grads.remove::<B::InnerBackend, D>(param.id) else {
+            return;
+        };
+        if let Some(velocities) = self.velocities.as_mut() {
+            let velocity = match velocities.remove(&param.id) {
+                Some(velocity) => {
+                    let velocity = Inner::<B>::float_to_device(velocity, &device);
+                    Inner::<B>::float_reshape(velocity, grad.shape())
+                }
+                None => grad.zeros_like().into_primitive().tensor(),
+            };
+            self.param_velocities.push(velocity);
+        }
+        self.ids.push(param.id);
+        let value = param.val().inner().to_device(&device);
+        self.params.push(value.into_primitive().tensor());
+        self.param_grads.push(grad.into_primitive().tensor());
+    }
+}
+
+/// Replaces each updated parameter by its new value, tracked for gradients as before.
+struct PutBack<B: AutodiffBackend> {
+    updated: HashMap<ParamId, FloatTensor<B::InnerBackend>>,
+}
+
+impl<B: AutodiffBackend> ModuleMapper<B> for PutBack<B> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let Some(updated) = self.updated.remove(&param.id) else {
+            return param;
+        };
+        let (id, old, mapper) = param.consume();
+        let mut tensor =
+            Tensor::from_inner(Tensor::from_primitive(TensorPrimitive::Float(updated)));
+        if old.is_require_grad() {
+            tensor = tensor.require_grad();
+        }
+        Param::from_mapped_value(id, tensor, mapper)
     }
 }

@@ -24,7 +24,7 @@ pub use checkpoints::SaveEveryEpoch;
 pub use config::MnistTrainingConfig;
 pub use early_stopping::{PatienceStopping, patience_exhausted};
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
-pub use fused_sgd::{FusedSgd, FusedSgdConfig, FusedSgdState};
+pub use fused_sgd::{FusedSgd, FusedSgdConfig};
 pub use learner_setup::{RunLength, finish_run, with_run_settings};
 pub use mnist::{MnistRun, MnistSplits, accuracy_line, evaluate, train};
 pub use recorder::ModelRecorder;

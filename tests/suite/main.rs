@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod common;
+mod fused_sgd;
 mod kernel_paths;
 mod mnist_data;
 mod models;

@@ -16,7 +16,11 @@
 //! unit per output adds them up (one barrier, not a tree of them: Nsight Compute showed
 //! the tree's barriers as 44% of the stalls). Every weight load serves `rows` rows, and
 //! splitting K keeps the GPU full when the batch is small next to K. A second kernel adds
-//! the splits and the bias. The weight gradient gives each cube `rows` vectors of inputs
+//! the splits and the bias; with one split (K ≤ 4096 at V = 4: a LeNet's layers) the first
+//! kernel finishes the outputs itself, one launch instead of two.
+//!
+//! With `relu`, the layer is ReLU(x · Wᵀ + b) and the backward kernels read dy through the
+//! saved output y, passing it only where y > 0: the activation costs no launch either way. The weight gradient gives each cube `rows` vectors of inputs
 //! (plus the bias, as input K) and a block of `cols` outputs; its `lanes` units per
 //! vector split the batch between them and add their partial sums in shared memory.
 
@@ -24,16 +28,20 @@ use cubecl::prelude::*;
 
 /// Forward, stage 1: `partials[s, m, n]` = the products of inputs k in split s
 /// (`vectors_per_split` vectors of inputs from s · vectors_per_split). A unit's weights are
-/// one vector load per output, and adjacent units read adjacent vectors.
+/// one vector load per output, and adjacent units read adjacent vectors. With
+/// `single_split`, `partials` is the output `[M, N]` and gets the bias and ReLU here.
 #[cube(launch_unchecked)]
 pub fn dense_forward_partial<F: Float, V: Size>(
     x: &Tensor<Vector<F, V>>,
     weight: &Tensor<Vector<F, V>>,
+    bias: &ComptimeOption<Tensor<F>>,
     partials: &mut Tensor<F>,
     vectors_per_split: u32,
     #[comptime] rows: u32,
     #[comptime] cols: u32,
     #[comptime] cube_size: u32,
+    #[comptime] single_split: bool,
+    #[comptime] relu: bool,
 ) {
     let width = x.vector_size();
     let batch = x.shape(0);
@@ -99,17 +107,22 @@ pub fn dense_forward_partial<F: Float, V: Size>(
         let m = first_row + (UNIT_POS / cols) as usize;
         let n = first_col + (UNIT_POS % cols) as usize;
         if m < batch && n < outputs {
+            if single_split {
+                total = finished_output(total, bias, n, relu);
+            }
             partials[(split * batch + m) * outputs + n] = total;
         }
     }
 }
 
-/// Forward, stage 2: y[m, n] = Σ_s partials[s, m, n] + b[n], one unit per output.
+/// Forward, stage 2: y[m, n] = Σ_s partials[s, m, n] + b[n] (then ReLU), one unit per
+/// output.
 #[cube(launch_unchecked)]
 pub fn dense_forward_sum<F: Float>(
     partials: &Tensor<F>,
     bias: &ComptimeOption<Tensor<F>>,
     output: &mut Tensor<F>,
+    #[comptime] relu: bool,
 ) {
     let pos = ABSOLUTE_POS;
     if pos >= output.len() {
@@ -120,8 +133,37 @@ pub fn dense_forward_sum<F: Float>(
     for s in 0..partials.shape(0) {
         sum += partials[s * per_split + pos];
     }
-    let b: ComptimeOption<F> = bias.map(|bias| bias[pos % output.shape(1)]);
-    output[pos] = sum + b.unwrap_or_default();
+    output[pos] = finished_output(sum, bias, pos % output.shape(1), relu);
+}
+
+/// Output n's value from its sum of products: plus the bias, then ReLU.
+#[cube]
+fn finished_output<F: Float>(
+    sum: F,
+    bias: &ComptimeOption<Tensor<F>>,
+    n: usize,
+    #[comptime] relu: bool,
+) -> F {
+    let b: ComptimeOption<F> = bias.map(|bias| bias[n]);
+    let mut value = sum + b.unwrap_or_default();
+    if relu {
+        value = F::max(value, F::new(0.0));
+    }
+    value
+}
+
+/// dy[index] as the layer's sums see it: through the ReLU when the layer's output `relu_output`
+/// is given (zero where it is not positive).
+#[cube]
+fn sums_grad<F: Float>(
+    grad: &Tensor<F>,
+    relu_output: &ComptimeOption<Tensor<F>>,
+    index: usize,
+) -> F {
+    let g = grad[index];
+    let passed: ComptimeOption<F> =
+        relu_output.map(|y| select(y[index] > F::new(0.0), g, F::new(0.0)));
+    passed.unwrap_or(g)
 }
 
 /// Outputs whose weight rows a unit of the dense input gradient loads together.
@@ -134,6 +176,7 @@ const OUTPUTS_IN_FLIGHT: u32 = 4;
 #[cube(launch_unchecked)]
 pub fn dense_input_grad<F: Float, V: Size>(
     grad: &Tensor<F>,
+    relu_output: &ComptimeOption<Tensor<F>>,
     weight: &Tensor<Vector<F, V>>,
     x_grad: &mut Tensor<Vector<F, V>>,
     #[comptime] rows: u32,
@@ -164,7 +207,8 @@ pub fn dense_input_grad<F: Float, V: Size>(
                 for r in 0..rows {
                     let m = first_row + r as usize;
                     if m < batch {
-                        sums[r as usize] += Vector::new(grad[m * outputs + n]) * w;
+                        let g = sums_grad(grad, relu_output, m * outputs + n);
+                        sums[r as usize] += Vector::new(g) * w;
                     }
                 }
             }
@@ -187,6 +231,7 @@ pub fn dense_input_grad<F: Float, V: Size>(
 pub fn dense_weight_grad<F: Float, V: Size>(
     x: &Tensor<Vector<F, V>>,
     grad: &Tensor<F>,
+    relu_output: &ComptimeOption<Tensor<F>>,
     weight_grad: &mut Tensor<Vector<F, V>>,
     bias_grad: &mut Tensor<F>,
     #[comptime] cols: u32,
@@ -225,7 +270,8 @@ pub fn dense_weight_grad<F: Float, V: Size>(
                     for c in 0..cols {
                         let n = first_col + c as usize;
                         if n < outputs {
-                            sums[c as usize] += xv * Vector::new(grad[image * outputs + n]);
+                            let g = sums_grad(grad, relu_output, image * outputs + n);
+                            sums[c as usize] += xv * Vector::new(g);
                         }
                     }
                 }

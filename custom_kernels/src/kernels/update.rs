@@ -1,35 +1,53 @@
-//! SGD parameter updates in one pass over each parameter (Burn's `Sgd` runs a kernel per
-//! arithmetic op: g·lr, then p − that; with momentum, three more):
+//! SGD parameter updates of a whole group of parameters (a model's) in one launch; Burn's
+//! `Sgd` runs a kernel per arithmetic op and parameter (g·lr, then p − that; with momentum,
+//! three more):
 //!
 //!   plain:     p' = p − lr · g
 //!   momentum:  v' = μ · v + g,   p' = p − lr · v'
+//!
+//! Unit `pos` updates element `pos` of every parameter that long; the loop over the group
+//! is unrolled (the group's size is part of the kernel), and all tensors are contiguous.
 
 use cubecl::prelude::*;
 
 #[cube(launch_unchecked)]
-pub fn sgd_update<F: Float>(param: &Tensor<F>, grad: &Tensor<F>, updated: &mut Tensor<F>, lr: f32) {
+pub fn sgd_update<F: Float>(
+    params: &Sequence<Tensor<F>>,
+    grads: &Sequence<Tensor<F>>,
+    updated: &mut Sequence<Tensor<F>>,
+    lr: f32,
+) {
     let pos = ABSOLUTE_POS;
-    if pos >= updated.len() {
-        terminate!();
+    #[unroll]
+    for i in 0..params.len() {
+        let param = params.index(i);
+        if pos < param.len() {
+            let grad = grads.index(i);
+            updated.index_mut(i)[pos] = param[pos] - F::cast_from(lr) * grad[pos];
+        }
     }
-    updated[pos] = param[pos] - F::cast_from(lr) * grad[pos];
 }
 
 #[cube(launch_unchecked)]
 pub fn sgd_momentum_update<F: Float>(
-    param: &Tensor<F>,
-    grad: &Tensor<F>,
-    velocity: &Tensor<F>,
-    updated: &mut Tensor<F>,
-    updated_velocity: &mut Tensor<F>,
+    params: &Sequence<Tensor<F>>,
+    grads: &Sequence<Tensor<F>>,
+    velocities: &Sequence<Tensor<F>>,
+    updated: &mut Sequence<Tensor<F>>,
+    updated_velocities: &mut Sequence<Tensor<F>>,
     lr: f32,
     momentum: f32,
 ) {
     let pos = ABSOLUTE_POS;
-    if pos >= updated.len() {
-        terminate!();
+    #[unroll]
+    for i in 0..params.len() {
+        let param = params.index(i);
+        if pos < param.len() {
+            let grad = grads.index(i);
+            let velocity = velocities.index(i);
+            let v = F::cast_from(momentum) * velocity[pos] + grad[pos];
+            updated_velocities.index_mut(i)[pos] = v;
+            updated.index_mut(i)[pos] = param[pos] - F::cast_from(lr) * v;
+        }
     }
-    let v = F::cast_from(momentum) * velocity[pos] + grad[pos];
-    updated_velocity[pos] = v;
-    updated[pos] = param[pos] - F::cast_from(lr) * v;
 }

@@ -1,7 +1,9 @@
-//! The dense layer, forward and all three gradients, against Burn's matmul with Burn's
-//! autodiff; on the GPU runtimes and, for the default bodies, on NdArray.
+//! The dense layer, forward and all three gradients, with and without its ReLU, against
+//! Burn's matmul (and `relu`) with Burn's autodiff; on the GPU runtimes and, for the
+//! default bodies, on NdArray.
 
 use burn::prelude::*;
+use burn::tensor::activation::relu;
 use cubenet_kernels::AutodiffKernelBackend;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -23,11 +25,13 @@ struct DenseCase {
     outputs: usize,
     bias: bool,
     x_grad: bool,
+    relu: bool,
 }
 
 impl DenseCase {
     /// Batch 1–64 (1 forced regularly), inputs 1–6000, outputs 1–70 with 10 (classes) and
-    /// sizes around the kernel's 16-column and 4-row blocks forced in.
+    /// sizes around the kernel's 16-column and 4-row blocks forced in; inputs above 4096
+    /// take the forward's two-kernel path. Every other case has the ReLU.
     fn random(index: u64) -> Self {
         let seed = 7_000_003 + index;
         let mut rng = StdRng::seed_from_u64(seed);
@@ -50,6 +54,7 @@ impl DenseCase {
             },
             bias: index % 4 != 3,
             x_grad: index % 3 != 2,
+            relu: index % 2 == 1,
         };
         while case.batch * case.inputs * case.outputs > MAX_MACS {
             case.inputs = case.inputs.div_ceil(2);
@@ -66,6 +71,34 @@ impl DenseCase {
             outputs: 10,
             bias: true,
             x_grad: true,
+            relu: false,
+        }
+    }
+
+    /// The hidden layer of the speedrun's LeNet (32·4·4 inputs, 128 outputs, ReLU).
+    fn lenet_hidden(batch: usize) -> Self {
+        Self {
+            seed: batch as u64 + 1,
+            batch,
+            inputs: 512,
+            outputs: 128,
+            bias: true,
+            x_grad: true,
+            relu: true,
+        }
+    }
+
+    /// The dense op under test: cubenet's, with or without the ReLU.
+    fn ours<B: AutodiffKernelBackend>(
+        &self,
+        x: Tensor<B, 2>,
+        weight: Tensor<B, 2>,
+        bias: Option<Tensor<B, 1>>,
+    ) -> Tensor<B, 2> {
+        if self.relu {
+            cubenet_kernels::dense_relu(x, weight, bias)
+        } else {
+            cubenet_kernels::dense(x, weight, bias)
         }
     }
 
@@ -111,14 +144,14 @@ impl DenseCase {
         }
     }
 
-    /// Burn's own matmul and broadcast add, differentiated by Burn, on NdArray.
+    /// Burn's own matmul, broadcast add and ReLU, differentiated by Burn, on NdArray.
     fn reference(&self) -> LayerResult {
         self.run::<Reference>(&Default::default(), |x, w, b| {
-            let y = x.matmul(w.transpose());
-            match b {
-                Some(b) => y + b.unsqueeze(),
-                None => y,
+            let mut y = x.matmul(w.transpose());
+            if let Some(b) = b {
+                y = y + b.unsqueeze();
             }
+            if self.relu { relu(y) } else { y }
         })
     }
 }
@@ -128,14 +161,16 @@ struct DenseCheck;
 impl GpuCheck for DenseCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         // The random cases, then the seed CNN's head on the batches an MNIST epoch of
-        // 64-image batches runs on (64, then 48), an uneven one and the benchmark's 1000.
+        // 64-image batches runs on (64, then 48), an uneven one and the benchmark's 1000;
+        // the LeNet's hidden layer at the speedrun's batch and at 1.
         let cases = (0..CASES)
             .map(DenseCase::random)
-            .chain([64, 48, 50, 1000].map(DenseCase::seed_cnn_head));
+            .chain([64, 48, 50, 1000].map(DenseCase::seed_cnn_head))
+            .chain([128, 1].map(DenseCase::lenet_hidden));
         let mut worst = 0f64;
         let mut count = 0;
         for case in cases {
-            let ours = case.run::<B>(device, |x, w, b| cubenet_kernels::dense(x, w, b));
+            let ours = case.run::<B>(device, |x, w, b| case.ours(x, w, b));
             worst = worst.max(compare_results(
                 &format!("{case:?}"),
                 &ours,
@@ -156,9 +191,7 @@ fn dense_matches_burn() {
 fn ndarray_dense_default_matches_burn_autodiff() {
     for index in 0..30 {
         let case = DenseCase::random(index);
-        let ours = case.run::<Reference>(&Default::default(), |x, w, b| {
-            cubenet_kernels::dense(x, w, b)
-        });
+        let ours = case.run::<Reference>(&Default::default(), |x, w, b| case.ours(x, w, b));
         compare_results(&format!("{case:?}"), &ours, &case.reference());
     }
 }

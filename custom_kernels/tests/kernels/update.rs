@@ -1,6 +1,10 @@
-//! The SGD updates, plain and with momentum, against float64 on the host, on parameters of
-//! rank 1, 2 and 4 and sizes around the launch's cube size.
+//! The group SGD updates, plain and with momentum, against float64 on the host: each
+//! parameter shape alone, and all of them (ranks 1, 2 and 4 mixed, sizes around the
+//! launch's cube size) as one group, in both orders.
 
+use burn::prelude::*;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{TensorMetadata, TensorPrimitive};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -19,52 +23,79 @@ const SHAPES: [[usize; 4]; 7] = [
     [3, 1, 1, 1023],
 ];
 
-/// (param, grad, velocity, lr, momentum) of case `index`.
-fn case(index: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>, f64, f64) {
+/// (param, grad, velocity) values of parameter `index`.
+fn operand_values(index: usize) -> [Vec<f32>; 3] {
     let mut rng = StdRng::seed_from_u64(31 + index as u64);
     let len = SHAPES[index].iter().product();
-    (
-        values(&mut rng, len),
-        values(&mut rng, len),
-        values(&mut rng, len),
-        rng.random_range(0.001..1.0),
-        rng.random_range(0.0..0.99),
-    )
+    std::array::from_fn(|_| values(&mut rng, len))
 }
 
-/// Updated param and velocity by the kernels of `B`, for parameters of rank `D`.
-fn run<B: KernelBackend, const D: usize>(index: usize, device: &B::Device) -> [Vec<f32>; 3] {
-    let (param, grad, velocity, lr, momentum) = case(index);
-    let shape = rank_shape::<D>(SHAPES[index]);
-    let own_param = tensor::<B, D>(&param, shape, device);
-    let [param, grad, velocity] =
-        [param, grad, velocity].map(|v| tensor::<B, D>(&v, shape, device));
-    // A parameter held elsewhere gets a new buffer; one held only here is updated in place.
-    let plain = cubenet_kernels::sgd_update(param.clone(), grad.clone(), lr);
-    let in_place = cubenet_kernels::sgd_update(own_param, grad.clone(), lr);
-    assert_eq!(
-        floats(in_place),
-        floats(plain.clone()),
-        "in place = new buffer"
-    );
-    let (with_momentum, new_velocity) =
-        cubenet_kernels::sgd_momentum_update(param, grad, velocity, lr, momentum);
-    for t in [&plain, &with_momentum, &new_velocity] {
-        assert_eq!(t.dims(), shape, "shape kept");
+/// A group's (lr, momentum).
+fn rates(group: &[usize]) -> (f64, f64) {
+    let mut rng = StdRng::seed_from_u64(group.iter().fold(7, |h, &i| h * 31 + i as u64));
+    (rng.random_range(0.001..1.0), rng.random_range(0.0..0.99))
+}
+
+/// Parameter `index`'s operands on `B`, of rank 1, 2 or 4 (by index).
+fn operands<B: Backend>(index: usize, device: &B::Device) -> [FloatTensor<B>; 3] {
+    fn of_rank<B: Backend, const D: usize>(
+        index: usize,
+        device: &B::Device,
+    ) -> [FloatTensor<B>; 3] {
+        let full = SHAPES[index];
+        let shape: [usize; D] = std::array::from_fn(|i| match i {
+            0 => full[..=4 - D].iter().product(),
+            _ => full[4 - D + i],
+        });
+        operand_values(index).map(|v| tensor::<B, D>(&v, shape, device).into_primitive().tensor())
     }
-    [floats(plain), floats(with_momentum), floats(new_velocity)]
+    match index % 3 {
+        0 => of_rank::<B, 1>(index, device),
+        1 => of_rank::<B, 2>(index, device),
+        _ => of_rank::<B, 4>(index, device),
+    }
 }
 
-/// `full` with its leading axes merged into one, leaving `D` axes.
-fn rank_shape<const D: usize>(full: [usize; 4]) -> [usize; D] {
-    std::array::from_fn(|i| match i {
-        0 => full[..=4 - D].iter().product(),
-        _ => full[4 - D + i],
-    })
+/// A primitive's values, after checking that it kept parameter `index`'s size.
+fn values_of<B: Backend>(tensor: FloatTensor<B>, index: usize) -> Vec<f32> {
+    let elements: usize = SHAPES[index].iter().product();
+    assert_eq!(tensor.shape().num_elements(), elements, "size kept");
+    let flat = B::float_reshape(tensor, [elements].into());
+    floats(Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(flat)))
 }
 
-fn expected(index: usize) -> [Vec<f32>; 3] {
-    let (param, grad, velocity, lr, momentum) = case(index);
+/// (plain, with momentum, new velocity) of each parameter of `group`, by the kernels of `B`.
+fn run<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 3]> {
+    let (lr, momentum) = rates(group);
+    let [mut params, mut grads, mut velocities] = [Vec::new(), Vec::new(), Vec::new()];
+    for &index in group {
+        let [param, grad, velocity] = operands::<B>(index, device);
+        params.push(param);
+        grads.push(grad);
+        velocities.push(velocity);
+    }
+    let plain = B::sgd_update(params.clone(), grads.clone(), lr);
+    let (with_momentum, new_velocities) =
+        B::sgd_momentum_update(params, grads, velocities, lr, momentum);
+    assert_eq!(plain.len(), group.len());
+    assert_eq!(with_momentum.len(), group.len());
+    assert_eq!(new_velocities.len(), group.len());
+    group
+        .iter()
+        .zip(plain.into_iter().zip(with_momentum).zip(new_velocities))
+        .map(|(&index, ((p, m), v))| {
+            [
+                values_of::<B>(p, index),
+                values_of::<B>(m, index),
+                values_of::<B>(v, index),
+            ]
+        })
+        .collect()
+}
+
+/// The same in float64 on the host.
+fn expected(index: usize, (lr, momentum): (f64, f64)) -> [Vec<f32>; 3] {
+    let [param, grad, velocity] = operand_values(index);
     let v: Vec<f64> = velocity
         .iter()
         .zip(&grad)
@@ -81,24 +112,34 @@ fn expected(index: usize) -> [Vec<f32>; 3] {
     [step(&g), step(&v), v.iter().map(|&v| v as f32).collect()]
 }
 
-fn check<B: KernelBackend>(device: &B::Device) -> f64 {
+/// The groups: each shape alone, then all of them forwards and backwards.
+fn groups() -> Vec<Vec<usize>> {
+    let all: Vec<usize> = (0..SHAPES.len()).collect();
+    let mut groups: Vec<Vec<usize>> = all.iter().map(|&i| vec![i]).collect();
+    groups.push(all.iter().rev().copied().collect());
+    groups.push(all);
+    groups
+}
+
+fn check<B: KernelBackend>(device: &B::Device) -> (usize, f64) {
     let mut worst = 0f64;
-    for (index, shape) in SHAPES.iter().enumerate() {
-        let want = expected(index);
-        for got in [
-            run::<B, 1>(index, device),
-            run::<B, 2>(index, device),
-            run::<B, 4>(index, device),
-        ] {
+    let groups = groups();
+    for group in &groups {
+        for (&index, got) in group.iter().zip(run::<B>(group, device)) {
+            let want = expected(index, rates(group));
             for (what, (a, b)) in ["plain", "momentum", "velocity"]
                 .iter()
                 .zip(got.iter().zip(&want))
             {
-                worst = worst.max(compare(&format!("{what} update of shape {shape:?}"), a, b));
+                let label = format!(
+                    "{what} update of shape {:?} in group {group:?}",
+                    SHAPES[index]
+                );
+                worst = worst.max(compare(&label, a, b));
             }
         }
     }
-    worst
+    (groups.len(), worst)
 }
 
 struct UpdateCheck;
@@ -106,13 +147,13 @@ struct UpdateCheck;
 impl GpuCheck for UpdateCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         // The optimizer updates the inner (non-autodiff) tensors: that is where the kernels are.
-        (SHAPES.len() * 3, check::<B::InnerBackend>(device))
+        check::<B::InnerBackend>(device)
     }
 }
 
 #[test]
 fn sgd_updates_match_float64() {
-    on_each_gpu("sgd_update, sgd_momentum_update", UpdateCheck);
+    on_each_gpu("sgd_update, sgd_momentum_update (groups)", UpdateCheck);
 }
 
 #[test]

@@ -1,0 +1,126 @@
+//! cubenet's group SGD against Burn's `Sgd` on a LeNet (8 parameters of ranks 1, 2 and 4),
+//! through the default bodies on NdArray: the gathering of parameters, gradients and
+//! velocities, and putting the updates back, not the kernels (those are tested on the GPU
+//! runtimes in `cubenet-kernels`).
+
+use burn::backend::{Autodiff, NdArray};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::prelude::*;
+use cubenet::bench::train_step;
+use cubenet::model::{KernelPath, LeNetConfig, MnistModel};
+use cubenet::train::FusedSgdConfig;
+
+type B = Autodiff<NdArray>;
+
+const LR: f64 = 0.05;
+const STEPS: usize = 3;
+
+/// A small LeNet with its parameters initialized (tests share Burn's random generator, so
+/// runs to compare start from clones of one network, not from one seed each).
+fn lenet() -> MnistModel<B> {
+    let config = LeNetConfig::new()
+        .with_channels([2, 3])
+        .with_hidden(8)
+        .with_kernels(KernelPath::Custom);
+    let model = MnistModel::Lenet(config.init(&Default::default()).unwrap());
+    values(&model);
+    model
+}
+
+/// Four fixed images (a smooth pattern, no random generator) and their digits.
+fn batch() -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+    let device = Default::default();
+    let pixels: Vec<f32> = (0..4 * 28 * 28).map(|i| (i as f32 * 0.37).sin()).collect();
+    (
+        Tensor::from_data(TensorData::new(pixels, [4, 1, 28, 28]), &device),
+        Tensor::from_ints([3, 1, 4, 1], &device),
+    )
+}
+
+/// Every parameter's values, in module order.
+fn values(model: &MnistModel<B>) -> Vec<Vec<f32>> {
+    struct Collect(Vec<Vec<f32>>);
+    impl ModuleVisitor<B> for Collect {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.0.push(param.val().into_data().to_vec().unwrap());
+        }
+    }
+    let mut collect = Collect(Vec::new());
+    model.visit(&mut collect);
+    collect.0
+}
+
+fn train(
+    mut model: MnistModel<B>,
+    optimizer: &mut impl Optimizer<MnistModel<B>, B>,
+    steps: usize,
+) -> MnistModel<B> {
+    let (images, targets) = batch();
+    for _ in 0..steps {
+        model = train_step(model, optimizer, images.clone(), targets.clone(), LR);
+    }
+    model
+}
+
+fn assert_close(ours: &[Vec<f32>], burn: &[Vec<f32>]) {
+    assert_eq!(ours.len(), 8, "a LeNet has 8 parameters");
+    assert_eq!(ours.len(), burn.len());
+    for (i, (a, b)) in ours.iter().zip(burn).enumerate() {
+        assert_eq!(a.len(), b.len());
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-5, "parameter {i}: differs by {worst}");
+    }
+}
+
+#[test]
+fn fused_sgd_matches_burns_sgd_with_and_without_momentum() {
+    for momentum in [0.0, 0.9] {
+        let burn_config = SgdConfig::new().with_momentum((momentum > 0.0).then(|| {
+            MomentumConfig::new()
+                .with_momentum(momentum)
+                .with_dampening(0.0)
+        }));
+        let start = lenet();
+        let burn = train(start.clone(), &mut burn_config.init(), STEPS);
+        let mut fused = FusedSgdConfig::new().with_momentum(momentum).init();
+        let ours = train(start.clone(), &mut fused, STEPS);
+        assert_ne!(
+            values(&ours),
+            values(&start),
+            "the steps changed the parameters"
+        );
+        assert_close(&values(&ours), &values(&burn));
+    }
+}
+
+#[test]
+fn fused_sgd_velocities_survive_a_record_round_trip() {
+    let config = FusedSgdConfig::new().with_momentum(0.9);
+    let start = lenet();
+    let mut straight = config.init();
+    let expected = train(start.clone(), &mut straight, STEPS);
+
+    let mut first = config.init();
+    let model = train(start, &mut first, STEPS - 1);
+    let record = Optimizer::<MnistModel<B>, B>::to_record(&first);
+    assert_eq!(record.len(), 8, "one velocity per parameter");
+    let mut resumed = Optimizer::<MnistModel<B>, B>::load_record(config.init(), record);
+    let resumed = train(model, &mut resumed, 1);
+    assert_close(&values(&resumed), &values(&expected));
+}
+
+/// Without gradients (a step with nothing to update) the model comes back unchanged.
+#[test]
+fn fused_sgd_without_gradients_leaves_the_model() {
+    let model = lenet();
+    let before = values(&model);
+    let mut optimizer = FusedSgdConfig::new().with_momentum(0.9).init();
+    let model = optimizer.step(LR, model, GradientsParams::new());
+    assert_eq!(values(&model), before);
+}
