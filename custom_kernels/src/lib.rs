@@ -348,13 +348,7 @@ pub fn dense<B: KernelBackend>(
     weight: Tensor<B, 2>,
     bias: Option<Tensor<B, 1>>,
 ) -> Tensor<B, 2> {
-    let activation = DenseActivation::Identity;
-    from_float(B::dense(
-        float(x),
-        float(weight),
-        bias.map(float),
-        activation,
-    ))
+    dense_with(x, weight, bias, DenseActivation::Identity)
 }
 
 /// ReLU(x · weightᵀ + bias), the activation applied by the dense kernels themselves (no
@@ -364,7 +358,15 @@ pub fn dense_relu<B: KernelBackend>(
     weight: Tensor<B, 2>,
     bias: Option<Tensor<B, 1>>,
 ) -> Tensor<B, 2> {
-    let activation = DenseActivation::Relu;
+    dense_with(x, weight, bias, DenseActivation::Relu)
+}
+
+fn dense_with<B: KernelBackend>(
+    x: Tensor<B, 2>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+    activation: DenseActivation,
+) -> Tensor<B, 2> {
     from_float(B::dense(
         float(x),
         float(weight),
