@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, DeviceId};
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
 use burn::tensor::{TensorMetadata, TensorPrimitive};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
@@ -90,41 +90,50 @@ where
 }
 
 impl<B: AutodiffKernelBackend> FusedSgd<B> {
-    /// One step of every parameter of `module` that has a gradient in `grads`.
+    /// One step of every parameter of `module` that has a gradient in `grads`: one group
+    /// update per device the gradients are on.
     fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
-        let with_momentum = self.momentum != 0.0;
         let mut group = Group::<B> {
             grads,
-            velocities: with_momentum.then_some(&mut self.velocities),
-            ids: Vec::new(),
-            params: Vec::new(),
-            param_grads: Vec::new(),
-            param_velocities: Vec::new(),
+            velocities: (self.momentum != 0.0).then_some(&mut self.velocities),
+            entries: Vec::new(),
         };
         module.visit(&mut group);
-        let Group {
-            ids,
-            params,
-            param_grads,
-            param_velocities,
-            ..
-        } = group;
-        let updated = if with_momentum {
-            let (updated, velocities) = Inner::<B>::sgd_momentum_update(
-                params,
-                param_grads,
-                param_velocities,
-                lr,
-                self.momentum,
-            );
+        let mut entries = group.entries;
+        let mut updated = HashMap::new();
+        while let Some(first) = entries.first() {
+            let device = first.device;
+            let (here, elsewhere): (Vec<_>, Vec<_>) =
+                entries.into_iter().partition(|e| e.device == device);
+            updated.extend(self.update_group(lr, here));
+            entries = elsewhere;
+        }
+        module.map(&mut PutBack::<B> { updated })
+    }
+
+    /// The new values of `entries`' parameters (all on one device), keeping their velocities.
+    fn update_group(
+        &mut self,
+        lr: LearningRate,
+        entries: Vec<Entry<B>>,
+    ) -> Vec<(ParamId, FloatTensor<B::InnerBackend>)> {
+        let mut ids = Vec::with_capacity(entries.len());
+        let (mut params, mut grads, mut velocities) = (Vec::new(), Vec::new(), Vec::new());
+        for entry in entries {
+            ids.push(entry.id);
+            params.push(entry.param);
+            grads.push(entry.grad);
+            velocities.extend(entry.velocity);
+        }
+        let updated = if self.momentum != 0.0 {
+            let (updated, velocities) =
+                Inner::<B>::sgd_momentum_update(params, grads, velocities, lr, self.momentum);
             self.velocities.extend(ids.iter().copied().zip(velocities));
             updated
         } else {
-            Inner::<B>::sgd_update(params, param_grads, lr)
+            Inner::<B>::sgd_update(params, grads, lr)
         };
-        module.map(&mut PutBack::<B> {
-            updated: ids.into_iter().zip(updated).collect(),
-        })
+        ids.into_iter().zip(updated).collect()
     }
 }
 
@@ -155,10 +164,16 @@ impl Grads<'_> {
 struct Group<'a, B: AutodiffBackend> {
     grads: Grads<'a>,
     velocities: Option<&'a mut HashMap<ParamId, FloatTensor<B::InnerBackend>>>,
-    ids: Vec<ParamId>,
-    params: Vec<FloatTensor<B::InnerBackend>>,
-    param_grads: Vec<FloatTensor<B::InnerBackend>>,
-    param_velocities: Vec<FloatTensor<B::InnerBackend>>,
+    entries: Vec<Entry<B>>,
+}
+
+/// One parameter's operands, on the device its gradient is on.
+struct Entry<B: AutodiffBackend> {
+    id: ParamId,
+    device: DeviceId,
+    param: FloatTensor<B::InnerBackend>,
+    grad: FloatTensor<B::InnerBackend>,
+    velocity: Option<FloatTensor<B::InnerBackend>>,
 }
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for Group<'_, B> {
@@ -166,20 +181,28 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Group<'_, B> {
         let Some((grad, device)) = self.grads.remove::<B::InnerBackend, D>(param.id) else {
             return;
         };
-        if let Some(velocities) = self.velocities.as_mut() {
-            let velocity = match velocities.remove(&param.id) {
-                Some(velocity) => {
-                    let velocity = Inner::<B>::float_to_device(velocity, &device);
-                    Inner::<B>::float_reshape(velocity, grad.shape())
-                }
-                None => grad.zeros_like().into_primitive().tensor(),
-            };
-            self.param_velocities.push(velocity);
-        }
-        self.ids.push(param.id);
-        let value = param.val().inner().to_device(&device);
-        self.params.push(value.into_primitive().tensor());
-        self.param_grads.push(grad.into_primitive().tensor());
+        let velocity =
+            self.velocities
+                .as_mut()
+                .map(|velocities| match velocities.remove(&param.id) {
+                    Some(velocity) => {
+                        let velocity = Inner::<B>::float_to_device(velocity, &device);
+                        Inner::<B>::float_reshape(velocity, grad.shape())
+                    }
+                    None => grad.zeros_like().into_primitive().tensor(),
+                });
+        self.entries.push(Entry {
+            id: param.id,
+            device: device.to_id(),
+            param: param
+                .val()
+                .inner()
+                .to_device(&device)
+                .into_primitive()
+                .tensor(),
+            grad: grad.into_primitive().tensor(),
+            velocity,
+        });
     }
 }
 
