@@ -39,9 +39,14 @@ use crate::{
 const REDUCE_CUBE_SIZE: u32 = 256;
 /// Floats of shared memory the weight-gradient reduction may use.
 const REDUCE_SHARED_FLOATS: u32 = 8192;
+/// Most adjacent plane positions a cube of the weight-gradient reduction covers side by
+/// side (a warp's worth, so that its loads coalesce); its other units are image lanes.
+const REDUCE_POSITION_LANES: usize = 32;
 /// Gradient elements each unit of the weight-gradient reduction visits, about: sets how
-/// many images a cube takes.
-const REDUCE_ELEMENTS_PER_UNIT: usize = 8;
+/// many images a cube takes. At d = 256, batch 1000 on an H200 (Nsight Compute, same
+/// launches) 4, 8, 16 and 32 took 286, 194, 174 and 151 µs: fewer, larger cubes spend
+/// less on the final sum in shared memory.
+const REDUCE_ELEMENTS_PER_UNIT: usize = 32;
 
 /// Units per cube of the conv input gradient (one input position each, or one run of
 /// [`INPUT_GRAD_COLS`] at stride 1), and the most input channels each unit computes from
@@ -62,6 +67,10 @@ const FUSED_CUBE_SIZE: u32 = 256;
 const FUSED_ACCUMULATORS: usize = 16;
 /// Most filters per unit of the fused forward.
 const FUSED_MAX_FILTERS: usize = 16;
+/// Most filter blocks one unit of the fused forward computes in turn: enough to spread its
+/// position's index arithmetic over many multiply-adds, few enough to leave a grid of
+/// many cubes (an SM with one cube more than the others sets the time of a short grid).
+const FUSED_MAX_FILTER_BLOCKS: u32 = 8;
 
 /// Units in the cross-entropy forward's single cube (a power of two).
 const LOSS_CUBE_SIZE: u32 = 256;
@@ -439,9 +448,11 @@ impl<R: CubeRuntime> ConvOperands<R> {
         let terms = kh * kw + 1;
         let fit = REDUCE_SHARED_FLOATS / terms as u32;
         let cube_size = (1 << fit.ilog2()).clamp(32, REDUCE_CUBE_SIZE);
-        let per_group = (cube_size as usize * REDUCE_ELEMENTS_PER_UNIT)
-            .div_ceil(grad_h * grad_w)
-            .min(batch);
+        let plane = grad_h * grad_w;
+        let position_lanes = plane.next_power_of_two().min(REDUCE_POSITION_LANES);
+        let image_lanes = cube_size as usize / position_lanes;
+        let images_per_lane = REDUCE_ELEMENTS_PER_UNIT.div_ceil(plane.div_ceil(position_lanes));
+        let per_group = (images_per_lane * image_lanes).min(batch);
         let groups = batch.div_ceil(per_group);
         // Without a bias its one-element buffer is not written.
         let [partials, weight_grad, bias_grad] = empty_group(
@@ -456,8 +467,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
         unsafe {
             conv2d_weight_grad_partial::launch_unchecked::<F, R>(
                 &self.x.client,
-                CubeCount::Static(groups as u32, c_out as u32, c_in as u32),
-                CubeDim::new_1d(cube_size),
+                CubeCount::Static(c_out as u32, groups as u32, c_in as u32),
+                CubeDim::new_2d(position_lanes as u32, image_lanes as u32),
                 self.x.clone().into_tensor_arg(),
                 grad.clone().into_tensor_arg(),
                 argmax.map(|a| a.clone().into_tensor_arg()).into(),
@@ -608,11 +619,18 @@ where
             c_out,
             positions * FUSED_CUBE_SIZE as usize,
         ) as usize;
+        let blocks = c_out.div_ceil(filters);
+        let filter_blocks = unit_block(
+            &output.client,
+            FUSED_MAX_FILTER_BLOCKS.min(blocks as u32),
+            blocks,
+            positions * FUSED_CUBE_SIZE as usize,
+        ) as usize;
         // SAFETY: see the module documentation (kernels guard their own indices).
         unsafe {
             conv_relu_pool_forward::launch_unchecked::<F, R>(
                 &output.client,
-                CubeCount::Static(positions as u32, c_out.div_ceil(filters) as u32, 1),
+                CubeCount::Static(positions as u32, blocks.div_ceil(filter_blocks) as u32, 1),
                 CubeDim::new_1d(FUSED_CUBE_SIZE),
                 operands.x.into_tensor_arg(),
                 operands.weight.into_tensor_arg(),
@@ -621,6 +639,7 @@ where
                 argmax.clone().into_tensor_arg(),
                 operands.out_size[0] as u32,
                 operands.out_size[1] as u32,
+                filter_blocks as u32,
                 operands.window,
                 pool_window(pool),
                 filters as u32,

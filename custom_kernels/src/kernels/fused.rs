@@ -7,10 +7,12 @@
 //!   argmax = offset of the first maximal z if that maximum is positive, else NO_ARGMAX
 //!            (ReLU cut the value: its gradient is zero everywhere in the window).
 //!
-//! A unit owns one pooled position (n, ph, pw) for a block of `filters` filters. It loads
-//! the input patch its window's conv positions read (4×4 for a 2×2 pool over a 3×3 conv)
-//! into registers once per input channel and reuses it for every filter of the block, so
-//! each input load serves `filters` × (window positions) multiply-adds instead of one.
+//! A unit owns one pooled position (n, ph, pw) for `filter_blocks` consecutive blocks of
+//! `filters` filters (cube row Y picks the blocks), one block after the other: the
+//! position's indices are worked out once for all of them. It loads the input patch its
+//! window's conv positions read (4×4 for a 2×2 pool over a 3×3 conv) into registers once
+//! per input channel and block and reuses it for every filter of the block, so each input
+//! load serves `filters` × (window positions) multiply-adds instead of one.
 //! Neighbouring units are neighbouring `pw`, so the pooled map is written coalesced.
 //! The backward reuses `conv::conv2d_input_grad` and `reduce::conv2d_weight_grad` with the
 //! argmax routing the pooled gradient.
@@ -28,6 +30,7 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     argmax: &mut Tensor<A>,
     conv_h: u32,
     conv_w: u32,
+    filter_blocks: u32,
     #[comptime] conv: Window,
     #[comptime] pool: Window,
     #[comptime] filters: u32,
@@ -45,15 +48,20 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     let within = pos % plane;
     let ph = (within / out_w) as u32;
     let pw = (within % out_w) as u32;
-    let first_co = CUBE_POS_Y as usize * filters as usize;
 
     let c_in = x.shape(1);
-    let in_h = x.shape(2) as u32;
-    let in_w = x.shape(3) as u32;
+    let bounds = Bounds {
+        rows: x.shape(2) as u32,
+        cols: x.shape(3) as u32,
+    };
+    let row_stride = x.stride(2);
+    let image_base = n * x.stride(0);
+    let channel_stride = x.stride(1);
     let taps = conv.size_h * conv.size_w;
     let windows = comptime!(pool.size_h * pool.size_w);
     let patch_h = comptime!((pool.size_h - 1) * conv.stride_h + conv.size_h);
     let patch_w = comptime!((pool.size_w - 1) * conv.stride_w + conv.size_w);
+    let padded = comptime!(conv.pad_h + conv.pad_w + pool.pad_h + pool.pad_w > 0);
     // Patch element (r, c) is input (top + r − offset_h, left + c − offset_w): the shift by
     // both paddings keeps the arithmetic unsigned.
     let offset_h = pool.pad_h * conv.stride_h + conv.pad_h;
@@ -62,86 +70,129 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     let left = pw * pool.stride_w * conv.stride_w;
 
     let mut sums = Array::<F>::new(comptime!((filters * windows) as usize));
-    #[unroll]
-    for i in 0..filters * windows {
-        sums[i as usize] = F::new(0.0);
-    }
     let mut patch = Array::<F>::new(comptime!((patch_h * patch_w) as usize));
-    for ci in 0..c_in {
-        let x_base = n * x.stride(0) + ci * x.stride(1);
+    for block in 0..filter_blocks as usize {
+        let first_co = (CUBE_POS_Y as usize * filter_blocks as usize + block) * filters as usize;
         #[unroll]
-        for r in 0..patch_h {
-            let row = top + r;
+        for i in 0..filters * windows {
+            sums[i as usize] = F::new(0.0);
+        }
+        for ci in 0..c_in {
+            let x_base = image_base + ci * channel_stride;
             #[unroll]
-            for c in 0..patch_w {
-                let col = left + c;
-                let mut value = F::new(0.0);
-                if row >= offset_h
-                    && row < in_h + offset_h
-                    && col >= offset_w
-                    && col < in_w + offset_w
-                {
-                    value = x[x_base
-                        + (row - offset_h) as usize * x.stride(2)
-                        + (col - offset_w) as usize];
+            for r in 0..patch_h {
+                #[unroll]
+                for c in 0..patch_w {
+                    patch[(r * patch_w + c) as usize] = input_at(
+                        x,
+                        x_base,
+                        row_stride,
+                        top + r,
+                        left + c,
+                        offset_h,
+                        offset_w,
+                        &bounds,
+                        padded,
+                    );
                 }
-                patch[(r * patch_w + c) as usize] = value;
+            }
+            #[unroll]
+            for f in 0..filters {
+                let co = first_co + f as usize;
+                if co < c_out {
+                    let w_base = (co * c_in + ci) * taps as usize;
+                    #[unroll]
+                    for kh in 0..conv.size_h {
+                        #[unroll]
+                        for kw in 0..conv.size_w {
+                            let w = weight[w_base + (kh * conv.size_w + kw) as usize];
+                            #[unroll]
+                            for wh in 0..pool.size_h {
+                                #[unroll]
+                                for ww in 0..pool.size_w {
+                                    let r = wh * conv.stride_h + kh;
+                                    let c = ww * conv.stride_w + kw;
+                                    let s = (f * windows + wh * pool.size_w + ww) as usize;
+                                    sums[s] += patch[(r * patch_w + c) as usize] * w;
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
+
         #[unroll]
         for f in 0..filters {
             let co = first_co + f as usize;
             if co < c_out {
-                let w_base = (co * c_in + ci) * taps as usize;
+                let b: ComptimeOption<F> = bias.map(|bias| bias[co]);
+                let b = b.unwrap_or_default();
+                let mut best = F::new(0.0);
+                let mut best_offset = NO_ARGMAX.runtime();
                 #[unroll]
-                for kh in 0..conv.size_h {
-                    #[unroll]
-                    for kw in 0..conv.size_w {
-                        let w = weight[w_base + (kh * conv.size_w + kw) as usize];
-                        #[unroll]
-                        for wh in 0..pool.size_h {
-                            #[unroll]
-                            for ww in 0..pool.size_w {
-                                let r = wh * conv.stride_h + kh;
-                                let c = ww * conv.stride_w + kw;
-                                let s = (f * windows + wh * pool.size_w + ww) as usize;
-                                sums[s] += patch[(r * patch_w + c) as usize] * w;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[unroll]
-    for f in 0..filters {
-        let co = first_co + f as usize;
-        if co < c_out {
-            let b: ComptimeOption<F> = bias.map(|bias| bias[co]);
-            let b = b.unwrap_or_default();
-            let mut best = F::new(0.0);
-            let mut best_offset = NO_ARGMAX.runtime();
-            #[unroll]
-            for wh in 0..pool.size_h {
-                let row = ph * pool.stride_h + wh;
-                if row >= pool.pad_h && row < conv_h + pool.pad_h {
+                for wh in 0..pool.size_h {
                     #[unroll]
                     for ww in 0..pool.size_w {
-                        let col = pw * pool.stride_w + ww;
-                        if col >= pool.pad_w && col < conv_w + pool.pad_w {
-                            let z = b + sums[(f * windows + wh * pool.size_w + ww) as usize];
-                            if z > best {
-                                best = z;
-                                best_offset = wh * pool.size_w + ww;
-                            }
+                        // Unpadded windows lie inside the conv output (the pool rounds down).
+                        let mut inside = true;
+                        if padded {
+                            let row = ph * pool.stride_h + wh;
+                            let col = pw * pool.stride_w + ww;
+                            inside = row >= pool.pad_h
+                                && row < conv_h + pool.pad_h
+                                && col >= pool.pad_w
+                                && col < conv_w + pool.pad_w;
+                        }
+                        let z = b + sums[(f * windows + wh * pool.size_w + ww) as usize];
+                        if inside && z > best {
+                            best = z;
+                            best_offset = wh * pool.size_w + ww;
                         }
                     }
                 }
+                let o = (n * c_out + co) * plane + within;
+                output[o] = best;
+                argmax[o] = A::cast_from(best_offset);
             }
-            let o = (n * c_out + co) * plane + within;
-            output[o] = best;
-            argmax[o] = A::cast_from(best_offset);
         }
     }
+}
+
+/// Height and width of an input map.
+#[derive(CubeType)]
+struct Bounds {
+    rows: u32,
+    cols: u32,
+}
+
+/// Input value at patch coordinates (`row`, `col`), which are shifted by (`offset_h`,
+/// `offset_w`) from the map's own; zero in the padding. Without padding every patch lies
+/// inside the map (conv and pool both round down), so nothing is checked.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn input_at<F: Float>(
+    x: &Tensor<F>,
+    base: usize,
+    row_stride: usize,
+    row: u32,
+    col: u32,
+    offset_h: u32,
+    offset_w: u32,
+    bounds: &Bounds,
+    #[comptime] padded: bool,
+) -> F {
+    let mut value = F::new(0.0);
+    if padded {
+        if row >= offset_h
+            && row < bounds.rows + offset_h
+            && col >= offset_w
+            && col < bounds.cols + offset_w
+        {
+            value = x[base + (row - offset_h) as usize * row_stride + (col - offset_w) as usize];
+        }
+    } else {
+        value = x[base + row as usize * row_stride + col as usize];
+    }
+    value
 }

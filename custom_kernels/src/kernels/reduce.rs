@@ -3,11 +3,11 @@
 //!   dw[co, ci, kh, kw] = Σ_{n,oh,ow} dy[n, co, oh, ow] · x[n, ci, oh·sh − ph + kh, ow·sw − pw + kw]
 //!   db[co]             = Σ_{n,oh,ow} dy[n, co, oh, ow]
 //!
-//! Stage 1 (`conv2d_weight_grad_partial`): cube (g, co, ci) takes a group of images and
+//! Stage 1 (`conv2d_weight_grad_partial`): cube (co, g, ci) takes a group of images and
 //! computes every tap of filter co on input channel ci, plus the bias term, from one pass
 //! over the group's gradient elements: each element is read once and its KH·KW input values
-//! come from the cache (the group's images are small). Its units stride over the elements
-//! and combine their per-tap sums in shared memory, writing one partial per (g, co, ci, tap).
+//! come from the cache (the group's images are small). Its units share out the elements and
+//! combine their per-tap sums in shared memory, writing one partial per (g, co, ci, tap).
 //! Stage 2 (`conv2d_weight_grad_sum`) adds the groups' partials in a fixed order, so the
 //! result does not depend on scheduling. When `argmax` is given, `grad` is the pooled
 //! gradient of the fused conv·ReLU·pool and each element flows to its window's argmax, so
@@ -19,7 +19,12 @@ use super::cube_sum::sum_rows_over_units;
 use super::geometry::{Window, routed_position};
 
 /// Partial sums of one image group: `partials[g, co, ci, t]` for tap t < KH·KW and, at
-/// t = KH·KW, the bias term (the same in every ci).
+/// t = KH·KW, the bias term (the same in every ci). Filters vary fastest over the grid, so
+/// that the cubes an SM runs at once mostly share their images in its cache. The cube's
+/// units form a grid of
+/// position lanes (X, adjacent positions of one plane, so loads coalesce) by image lanes
+/// (Y): a unit works out its position's row and column once, then walks the group's
+/// images, two at a time so that the loads of both are in flight together.
 #[cube(launch_unchecked)]
 pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     x: &Tensor<F>,
@@ -32,59 +37,65 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     #[comptime] cube_size: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let group = CUBE_POS_X as usize;
-    let co = CUBE_POS_Y as usize;
+    let co = CUBE_POS_X as usize;
+    let group = CUBE_POS_Y as usize;
     let ci = CUBE_POS_Z as usize;
     let c_in = x.shape(1);
-    let in_h = x.shape(2) as u32;
-    let in_w = x.shape(3) as u32;
     let c_out = grad.shape(1);
-    let grad_h = grad.shape(2) as u32;
     let grad_w = grad.shape(3) as u32;
-    let plane_size = (grad_h * grad_w) as usize;
+    let plane = grad.shape(2) * grad.shape(3);
     let terms = comptime!(conv.size_h * conv.size_w + 1);
-    let bias_term = comptime!(conv.size_h * conv.size_w);
+    let input = ConvInput {
+        rows: x.shape(2) as u32,
+        cols: x.shape(3) as u32,
+        row_stride: x.stride(2),
+    };
 
     let mut sums = Array::<F>::new(comptime!(terms as usize));
     #[unroll]
     for t in 0..terms {
         sums[t as usize] = F::new(0.0);
     }
-    let first = group * images_per_group as usize * plane_size;
-    let mut end = first + images_per_group as usize * plane_size;
-    let all = grad.shape(0) * plane_size;
-    if end > all {
-        end = all;
+    let first_image = group * images_per_group as usize;
+    let mut end_image = first_image + images_per_group as usize;
+    if end_image > grad.shape(0) {
+        end_image = grad.shape(0);
     }
-    let mut m = first + UNIT_POS as usize;
-    while m < end {
-        let n = m / plane_size;
-        let within = m % plane_size;
-        let row = (within as u32) / grad_w;
-        let col = (within as u32) % grad_w;
-        let index = (n * c_out + co) * plane_size + within;
-        let (valid, oh, ow) = routed_position(argmax, index, row, col, pool);
-        if valid {
-            let g = grad[index];
-            sums[bias_term as usize] += g;
-            let x_base = n * x.stride(0) + ci * x.stride(1);
+    let lanes = CUBE_DIM_Y as usize;
+    // Moving one image on in every lane's walk.
+    let grad_step = lanes * c_out * plane;
+    let x_step = lanes * x.stride(0);
+    let mut within = UNIT_POS_X as usize;
+    while within < plane {
+        let row = within as u32 / grad_w;
+        let col = within as u32 % grad_w;
+        let mut n = first_image + UNIT_POS_Y as usize;
+        let mut index = (n * c_out + co) * plane + within;
+        let mut x_base = n * x.stride(0) + ci * x.stride(1);
+        while n < end_image {
             #[unroll]
-            for kh in 0..conv.size_h {
-                let r = oh * conv.stride_h + kh;
-                if r >= conv.pad_h && r < in_h + conv.pad_h {
-                    let x_row = x_base + (r - conv.pad_h) as usize * x.stride(2);
-                    #[unroll]
-                    for kw in 0..conv.size_w {
-                        let c = ow * conv.stride_w + kw;
-                        if c >= conv.pad_w && c < in_w + conv.pad_w {
-                            let x_index = x_row + (c - conv.pad_w) as usize;
-                            sums[(kh * conv.size_w + kw) as usize] += g * x[x_index];
-                        }
-                    }
+            for u in 0..2usize {
+                if n + u * lanes < end_image {
+                    add_element(
+                        x,
+                        grad,
+                        argmax,
+                        &mut sums,
+                        index + u * grad_step,
+                        x_base + u * x_step,
+                        row,
+                        col,
+                        &input,
+                        conv,
+                        pool,
+                    );
                 }
             }
+            n += 2 * lanes;
+            index += 2 * grad_step;
+            x_base += 2 * x_step;
         }
-        m += cube_size as usize;
+        within += CUBE_DIM_X as usize;
     }
 
     // One shared row per term; a tree over the units for all terms at once.
@@ -97,6 +108,63 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     if UNIT_POS < terms {
         let out = ((group * c_out + co) * c_in + ci) * terms as usize + UNIT_POS as usize;
         partials[out] = shared[(UNIT_POS * cube_size) as usize];
+    }
+}
+
+/// An input map's height, width and row stride.
+#[derive(CubeType)]
+struct ConvInput {
+    rows: u32,
+    cols: u32,
+    row_stride: usize,
+}
+
+/// Adds gradient element `index` (at `row`, `col` of its plane) to the sums: g times the
+/// input under each tap of the conv position it flows to, and g alone to the bias term.
+/// `x_base` is the start of the element's input plane. Without padding every tap of a conv
+/// position lies inside the input, so nothing is checked.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn add_element<F: Float, A: Int>(
+    x: &Tensor<F>,
+    grad: &Tensor<F>,
+    argmax: &ComptimeOption<Tensor<A>>,
+    sums: &mut Array<F>,
+    index: usize,
+    x_base: usize,
+    row: u32,
+    col: u32,
+    input: &ConvInput,
+    #[comptime] conv: Window,
+    #[comptime] pool: Window,
+) {
+    let bias_term = comptime!(conv.size_h * conv.size_w);
+    let padded = comptime!(conv.pad_h + conv.pad_w > 0);
+    let (valid, oh, ow) = routed_position(argmax, index, row, col, pool);
+    if valid {
+        let g = grad[index];
+        sums[bias_term as usize] += g;
+        #[unroll]
+        for kh in 0..conv.size_h {
+            let r = oh * conv.stride_h + kh;
+            #[unroll]
+            for kw in 0..conv.size_w {
+                let c = ow * conv.stride_w + kw;
+                let mut inside = true;
+                if padded {
+                    inside = r >= conv.pad_h
+                        && r < input.rows + conv.pad_h
+                        && c >= conv.pad_w
+                        && c < input.cols + conv.pad_w;
+                }
+                if inside {
+                    let x_index = x_base
+                        + (r - conv.pad_h) as usize * input.row_stride
+                        + (c - conv.pad_w) as usize;
+                    sums[(kh * conv.size_w + kw) as usize] += g * x[x_index];
+                }
+            }
+        }
     }
 }
 

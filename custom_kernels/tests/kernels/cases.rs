@@ -27,8 +27,8 @@ pub struct ConvCase {
 impl ConvCase {
     /// Case `index` of the seeded sequence `base`: batch 1–64, C_in 1–8, C_out 1–70, H and W
     /// 5–40, kernel 1–5, stride 1–2, padding 0–2, with batch 1, input channel counts past
-    /// the input gradient's block of 8 (9, 13, 17) and filter counts that are not multiples
-    /// of 32 forced in regularly.
+    /// the input gradient's block of 8 (9, 13, 17), filter counts that are not multiples
+    /// of 32 and no padding (the kernels' unchecked path) forced in regularly.
     pub fn random(base: u64, index: u64) -> Self {
         let seed = base.wrapping_mul(1_000_003).wrapping_add(index);
         let mut rng = StdRng::seed_from_u64(seed);
@@ -53,7 +53,11 @@ impl ConvCase {
             kernel: [rng.random_range(1..=5), rng.random_range(1..=5)],
             options: ConvOptions2d::new(
                 [rng.random_range(1..=2), rng.random_range(1..=2)],
-                [rng.random_range(0..=2), rng.random_range(0..=2)],
+                if index % 4 == 2 {
+                    [0, 0]
+                } else {
+                    [rng.random_range(0..=2), rng.random_range(0..=2)]
+                },
             ),
             bias: index % 4 != 3,
             x_grad: index % 3 != 2,
@@ -107,11 +111,15 @@ impl ConvCase {
 }
 
 /// A pooling window that fits an `input`-sized map: window 1–4, stride 1–3, padding up to
-/// half the window; about half the cases tile the input exactly.
+/// half the window (none in half the cases); about half the cases tile the input exactly.
 pub fn random_pool(rng: &mut StdRng, input: [usize; 2]) -> PoolOptions2d {
     let kernel = input.map(|side| rng.random_range(1..=4.min(side)));
     let stride = kernel.map(|k| rng.random_range(1..=3.min(k + 1)));
-    let padding = kernel.map(|k| rng.random_range(0..=k / 2));
+    let padding = if rng.random_bool(0.5) {
+        [0, 0]
+    } else {
+        kernel.map(|k| rng.random_range(0..=k / 2))
+    };
     PoolOptions2d::new(kernel, stride, padding)
 }
 
