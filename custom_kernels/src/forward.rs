@@ -44,8 +44,8 @@ const REDUCE_SHARED_FLOATS: u32 = 8192;
 const REDUCE_POSITION_LANES: usize = 32;
 /// Gradient elements each unit of the weight-gradient reduction visits, about: sets how
 /// many images a cube takes. At d = 256, batch 1000 on an H200 (Nsight Compute, same
-/// launches) 4, 8, 16 and 32 took 286, 194, 174 and 151 µs: fewer, larger cubes spend
-/// less on the final sum in shared memory.
+/// launches) 4, 8, 16 and 32 took 286, 194, 174 and 151 µs (larger groups, likely because
+/// each unit's share of the final sum in shared memory shrinks).
 const REDUCE_ELEMENTS_PER_UNIT: usize = 32;
 
 /// Units per cube of the conv input gradient (one input position each, or one run of

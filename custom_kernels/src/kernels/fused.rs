@@ -19,7 +19,7 @@
 
 use cubecl::prelude::*;
 
-use super::geometry::{NO_ARGMAX, Window};
+use super::geometry::{InputMap, NO_ARGMAX, Window};
 
 #[cube(launch_unchecked)]
 pub fn conv_relu_pool_forward<F: Float, A: Int>(
@@ -50,11 +50,7 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     let pw = (within % out_w) as u32;
 
     let c_in = x.shape(1);
-    let bounds = Bounds {
-        rows: x.shape(2) as u32,
-        cols: x.shape(3) as u32,
-    };
-    let row_stride = x.stride(2);
+    let input = InputMap::of(x);
     let image_base = n * x.stride(0);
     let channel_stride = x.stride(1);
     let taps = conv.size_h * conv.size_w;
@@ -86,12 +82,11 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
                     patch[(r * patch_w + c) as usize] = input_at(
                         x,
                         x_base,
-                        row_stride,
+                        &input,
                         top + r,
                         left + c,
                         offset_h,
                         offset_w,
-                        &bounds,
                         padded,
                     );
                 }
@@ -159,13 +154,6 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     }
 }
 
-/// Height and width of an input map.
-#[derive(CubeType)]
-struct Bounds {
-    rows: u32,
-    cols: u32,
-}
-
 /// Input value at patch coordinates (`row`, `col`), which are shifted by (`offset_h`,
 /// `offset_w`) from the map's own; zero in the padding. Without padding every patch lies
 /// inside the map (conv and pool both round down), so nothing is checked.
@@ -174,25 +162,25 @@ struct Bounds {
 fn input_at<F: Float>(
     x: &Tensor<F>,
     base: usize,
-    row_stride: usize,
+    input: &InputMap,
     row: u32,
     col: u32,
     offset_h: u32,
     offset_w: u32,
-    bounds: &Bounds,
     #[comptime] padded: bool,
 ) -> F {
     let mut value = F::new(0.0);
     if padded {
         if row >= offset_h
-            && row < bounds.rows + offset_h
+            && row < input.rows + offset_h
             && col >= offset_w
-            && col < bounds.cols + offset_w
+            && col < input.cols + offset_w
         {
-            value = x[base + (row - offset_h) as usize * row_stride + (col - offset_w) as usize];
+            value =
+                x[base + (row - offset_h) as usize * input.row_stride + (col - offset_w) as usize];
         }
     } else {
-        value = x[base + row as usize * row_stride + col as usize];
+        value = x[base + row as usize * input.row_stride + col as usize];
     }
     value
 }

@@ -28,6 +28,27 @@ impl Window {
     }
 }
 
+/// An input map's height, width and row stride, read once from its tensor before a
+/// kernel's loops.
+#[derive(CubeType)]
+pub struct InputMap {
+    pub rows: u32,
+    pub cols: u32,
+    pub row_stride: usize,
+}
+
+#[cube]
+impl InputMap {
+    /// The map of `x`, an NCHW tensor whose rows have unit stride.
+    pub fn of<F: Float>(x: &Tensor<F>) -> InputMap {
+        InputMap {
+            rows: x.shape(2) as u32,
+            cols: x.shape(3) as u32,
+            row_stride: x.stride(2),
+        }
+    }
+}
+
 /// Splits the linear index `pos` of a contiguous NCHW `tensor` into (n, c, row, col).
 #[cube]
 pub fn nchw_position<E: CubePrimitive>(pos: usize, tensor: &Tensor<E>) -> (usize, usize, u32, u32) {

@@ -16,15 +16,15 @@
 use cubecl::prelude::*;
 
 use super::cube_sum::sum_rows_over_units;
-use super::geometry::{Window, routed_position};
+use super::geometry::{InputMap, Window, routed_position};
 
 /// Partial sums of one image group: `partials[g, co, ci, t]` for tap t < KH·KW and, at
 /// t = KH·KW, the bias term (the same in every ci). Filters vary fastest over the grid, so
 /// that the cubes an SM runs at once mostly share their images in its cache. The cube's
-/// units form a grid of
-/// position lanes (X, adjacent positions of one plane, so loads coalesce) by image lanes
-/// (Y): a unit works out its position's row and column once, then walks the group's
-/// images, two at a time so that the loads of both are in flight together.
+/// units form a grid of position lanes (X, adjacent positions of one plane, so loads
+/// coalesce) by image lanes (Y): a unit works out its position's row and column once, then
+/// walks the group's images, two at a time so that the loads of both are in flight
+/// together.
 #[cube(launch_unchecked)]
 pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     x: &Tensor<F>,
@@ -45,11 +45,7 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     let grad_w = grad.shape(3) as u32;
     let plane = grad.shape(2) * grad.shape(3);
     let terms = comptime!(conv.size_h * conv.size_w + 1);
-    let input = ConvInput {
-        rows: x.shape(2) as u32,
-        cols: x.shape(3) as u32,
-        row_stride: x.stride(2),
-    };
+    let input = InputMap::of(x);
 
     let mut sums = Array::<F>::new(comptime!(terms as usize));
     #[unroll]
@@ -111,14 +107,6 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     }
 }
 
-/// An input map's height, width and row stride.
-#[derive(CubeType)]
-struct ConvInput {
-    rows: u32,
-    cols: u32,
-    row_stride: usize,
-}
-
 /// Adds gradient element `index` (at `row`, `col` of its plane) to the sums: g times the
 /// input under each tap of the conv position it flows to, and g alone to the bias term.
 /// `x_base` is the start of the element's input plane. Without padding every tap of a conv
@@ -134,7 +122,7 @@ fn add_element<F: Float, A: Int>(
     x_base: usize,
     row: u32,
     col: u32,
-    input: &ConvInput,
+    input: &InputMap,
     #[comptime] conv: Window,
     #[comptime] pool: Window,
 ) {
