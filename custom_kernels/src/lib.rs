@@ -15,10 +15,12 @@
 //! integer type. Windows are therefore limited to 255 positions. The fused
 //! [`conv_relu_pool`] writes [`NO_ARGMAX`] where ReLU zeroed the pooled value.
 
-mod backward;
-mod forward;
+mod autodiff;
+mod cube;
 pub mod kernels;
 pub mod reference;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use burn::backend::NdArray;
 use burn::prelude::*;
@@ -26,7 +28,6 @@ use burn::tensor::TensorPrimitive;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
-pub use forward::poison_outputs;
 pub use kernels::geometry::NO_ARGMAX;
 
 /// The CubeCL backend on CUDA, without Burn's fusion: where these kernels run.
@@ -49,9 +50,10 @@ impl ConvOptions2d {
         Self { stride, padding }
     }
 
-    /// Output size of the convolution with a `kernel`-sized filter over an `input`-sized map.
+    /// Output size of the convolution with a `kernel`-sized filter over an `input`-sized
+    /// map; panics where [`window_output_size`] has none (layers check their geometry first).
     pub fn output_size(&self, input: [usize; 2], kernel: [usize; 2]) -> [usize; 2] {
-        window_output_size(input, kernel, self.stride, self.padding)
+        expect_output_size(input, kernel, self.stride, self.padding)
     }
 }
 
@@ -83,35 +85,52 @@ impl PoolOptions2d {
         pool
     }
 
-    /// Output size of the pool over an `input`-sized map.
+    /// Output size of the pool over an `input`-sized map; panics where
+    /// [`window_output_size`] has none.
     pub fn output_size(&self, input: [usize; 2]) -> [usize; 2] {
-        window_output_size(input, self.kernel, self.stride, self.padding)
+        expect_output_size(input, self.kernel, self.stride, self.padding)
     }
 }
 
-fn window_output_size(
+/// Output size `[h, w]` of a `window` (filter or pool) sliding by `stride` over an
+/// `input`-sized map zero-padded by `padding` on each side, dropping windows that would run
+/// past it; `None` when a stride is zero or the window is larger than the padded input.
+/// The one formula for every layer: models check their geometry with it.
+pub fn window_output_size(
+    input: [usize; 2],
+    window: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> Option<[usize; 2]> {
+    let mut size = [0; 2];
+    for i in 0..2 {
+        let padded = input[i] + 2 * padding[i];
+        if stride[i] == 0 || window[i] > padded {
+            return None;
+        }
+        size[i] = (padded - window[i]) / stride[i] + 1;
+    }
+    Some(size)
+}
+
+fn expect_output_size(
     input: [usize; 2],
     window: [usize; 2],
     stride: [usize; 2],
     padding: [usize; 2],
 ) -> [usize; 2] {
-    std::array::from_fn(|i| {
-        let padded = input[i] + 2 * padding[i];
-        assert!(
-            window[i] <= padded,
-            "window {window:?} larger than padded input {input:?}"
-        );
-        (padded - window[i]) / stride[i] + 1
+    window_output_size(input, window, stride, padding).unwrap_or_else(|| {
+        panic!("window {window:?} (stride {stride:?}) does not fit the padded input {input:?}")
     })
 }
 
 /// Gradients of a layer (convolution, fused conv·ReLU·pool, dense) with respect to its
-/// inputs; `x` and `bias` are present only when asked for.
+/// inputs, as tensors `T` of a backend; `x` and `bias` are present only when asked for.
 #[derive(Debug)]
-pub struct LayerGrads<B: Backend> {
-    pub x: Option<FloatTensor<B>>,
-    pub weight: FloatTensor<B>,
-    pub bias: Option<FloatTensor<B>>,
+pub struct LayerGrads<T> {
+    pub x: Option<T>,
+    pub weight: T,
+    pub bias: Option<T>,
 }
 
 /// A Burn backend with cubenet's convolution, pooling and dense ops. Images are NCHW;
@@ -136,7 +155,7 @@ pub trait KernelBackend: Backend {
         grad: FloatTensor<Self>,
         options: ConvOptions2d,
         wants: GradsWanted,
-    ) -> LayerGrads<Self> {
+    ) -> LayerGrads<FloatTensor<Self>> {
         reference::conv_backward::<Self>(x, weight, grad, options, wants)
     }
 
@@ -179,7 +198,7 @@ pub trait KernelBackend: Backend {
         conv: ConvOptions2d,
         pool: PoolOptions2d,
         wants: GradsWanted,
-    ) -> LayerGrads<Self> {
+    ) -> LayerGrads<FloatTensor<Self>> {
         reference::conv_relu_pool_backward::<Self>(x, weight, grad, argmax, conv, pool, wants)
     }
 
@@ -202,7 +221,7 @@ pub trait KernelBackend: Backend {
         grad: FloatTensor<Self>,
         relu_output: Option<FloatTensor<Self>>,
         wants: GradsWanted,
-    ) -> LayerGrads<Self> {
+    ) -> LayerGrads<FloatTensor<Self>> {
         reference::dense_backward::<Self>(x, weight, grad, relu_output, wants)
     }
 

@@ -31,7 +31,7 @@ pub fn conv_backward<B: Backend>(
     grad: FloatTensor<B>,
     options: ConvOptions2d,
     wants: GradsWanted,
-) -> LayerGrads<B> {
+) -> LayerGrads<FloatTensor<B>> {
     let burn_options = burn_conv_options(options);
     let bias = wants.bias.then(|| {
         let grad = from_float::<B, 4>(grad.clone());
@@ -171,7 +171,7 @@ pub fn conv_relu_pool_backward<B: Backend>(
     conv_options: ConvOptions2d,
     pool: PoolOptions2d,
     wants: GradsWanted,
-) -> LayerGrads<B> {
+) -> LayerGrads<FloatTensor<B>> {
     let x_dims = from_float::<B, 4>(x.clone()).dims();
     let weight_dims = from_float::<B, 4>(weight.clone()).dims();
     let [conv_h, conv_w] =
@@ -206,7 +206,7 @@ pub fn dense_backward<B: Backend>(
     grad: FloatTensor<B>,
     relu_output: Option<FloatTensor<B>>,
     wants: GradsWanted,
-) -> LayerGrads<B> {
+) -> LayerGrads<FloatTensor<B>> {
     let mut grad = from_float::<B, 2>(grad);
     if let Some(y) = relu_output {
         grad = grad.mask_fill(from_float::<B, 2>(y).lower_equal_elem(0.0), 0.0);

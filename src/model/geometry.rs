@@ -1,6 +1,8 @@
 //! Output sizes of convolution and pooling layers, checked at construction so that an
 //! impossible network is refused with the layer's name instead of failing inside a kernel.
 
+use cubenet_kernels::window_output_size;
+
 use super::ModelError;
 
 /// Height and width.
@@ -16,18 +18,13 @@ pub fn conv_output(
 ) -> Result<Size2, ModelError> {
     check_nonzero(layer, "kernel size", kernel)?;
     check_nonzero(layer, "stride", stride)?;
-    let padded = [input[0] + 2 * padding[0], input[1] + 2 * padding[1]];
-    if kernel[0] > padded[0] || kernel[1] > padded[1] {
-        return Err(ModelError::WindowTooLarge {
+    window_output_size(input, kernel, stride, padding).ok_or_else(|| {
+        ModelError::WindowTooLarge {
             layer: layer.into(),
             window: kernel,
-            input: padded,
-        });
-    }
-    Ok([
-        (padded[0] - kernel[0]) / stride[0] + 1,
-        (padded[1] - kernel[1]) / stride[1] + 1,
-    ])
+            input: [input[0] + 2 * padding[0], input[1] + 2 * padding[1]],
+        }
+    })
 }
 
 /// Output size of a max-pool without padding. With `exact`, the windows must tile the

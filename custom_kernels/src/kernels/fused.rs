@@ -14,8 +14,8 @@
 //! per input channel and block and reuses it for every filter of the block, so each input
 //! load serves `filters` × (window positions) multiply-adds instead of one.
 //! Neighbouring units are neighbouring `pw`, so the pooled map is written coalesced.
-//! The backward reuses `conv::conv2d_input_grad` and `reduce::conv2d_weight_grad` with the
-//! argmax routing the pooled gradient.
+//! The backward reuses the kernels of `conv` (input gradient) and `conv_weight_grad`, with
+//! the argmax routing the pooled gradient.
 
 use cubecl::prelude::*;
 

@@ -20,7 +20,7 @@ pub trait GpuCheck {
 /// without a device is skipped, unless `CUBENET_REQUIRE_WGPU=1` / `CUBENET_REQUIRE_CUDA=1`
 /// asks for it, in which case the test fails.
 pub fn on_each_gpu(name: &str, check: impl GpuCheck) {
-    cubenet_kernels::poison_outputs(true);
+    cubenet_kernels::testing::poison_outputs(true);
     let mut runtimes = 0;
     #[cfg(feature = "wgpu")]
     {

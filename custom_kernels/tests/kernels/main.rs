@@ -2,7 +2,7 @@
 //! (wgpu on any Vulkan adapter, Mesa's software one included; CUDA on NVIDIA GPUs).
 //!
 //! Each op is run on ≥ 200 seeded random shapes; outputs are poisoned before every launch
-//! (see `cubenet_kernels::poison_outputs`) and every element is compared. A failure prints
+//! (see `cubenet_kernels::testing::poison_outputs`) and every element is compared. A failure prints
 //! the case (with its seed) so it can be rerun alone.
 
 mod cases;

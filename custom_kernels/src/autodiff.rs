@@ -49,7 +49,7 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for LayerBackward {
             bias: bias_node.is_some(),
         };
         let LayerState { x, weight, op } = ops.state;
-        let computed: LayerGrads<B> = match op {
+        let computed: LayerGrads<FloatTensor<B>> = match op {
             LayerOp::Conv(conv) => B::conv_backward(x, weight, grad, conv, wants),
             LayerOp::ConvReluPool(conv, argmax, pool) => {
                 B::conv_relu_pool_backward(x, weight, grad, argmax, conv, pool, wants)

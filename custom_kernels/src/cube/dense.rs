@@ -1,0 +1,175 @@
+//! The dense layer on CubeCL: a split-K forward (one kernel when K fits one split) with the
+//! bias and ReLU applied inside, and the input and weight (+ bias) gradients.
+
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{CubeRuntime, FloatElement};
+use cubecl::prelude::*;
+
+use super::alloc::{empty_group, empty_like};
+use super::grid::{block_counts, blocks, elementwise, row_vector_size, unit_block};
+use super::launch::launch;
+use super::layout::dims2;
+use crate::kernels::dense::{
+    dense_forward_partial, dense_forward_sum, dense_input_grad, dense_weight_grad,
+};
+use crate::{DenseActivation, GradsWanted, LayerGrads};
+
+/// Batch rows per cube of the forward, each weight load serving all of them; and the most
+/// output columns per cube (fewer when the layer has fewer outputs). Its units hold rows ×
+/// columns sums: at 8 × 10 the kernel took 226 registers (Nsight Compute).
+const FORWARD_ROWS: u32 = 4;
+const FORWARD_MAX_COLS: u32 = 16;
+/// Units per cube of the forward: at least one per output of its block, which adds up that
+/// output's sums.
+const FORWARD_CUBE_SIZE: u32 = 64;
+/// Vectors of inputs each unit of the forward multiplies, about: sets the splits of K, so
+/// that the products outweigh the sum that follows them.
+const FORWARD_VECTORS_PER_UNIT: usize = 16;
+const _: () = assert!(FORWARD_ROWS * FORWARD_MAX_COLS <= FORWARD_CUBE_SIZE);
+/// Units per cube of the input gradient (one vector of inputs each), and the most batch
+/// rows each unit computes with one read of its weights.
+const INPUT_GRAD_UNITS: u32 = 256;
+const INPUT_GRAD_ROWS: u32 = 8;
+/// Most output columns per unit of the weight gradient (its accumulators).
+const WEIGHT_GRAD_MAX_COLS: u32 = 16;
+/// Vectors of weight rows per cube of the weight gradient, and units per vector sharing out
+/// the batch (a power of two: they combine by halving). 16 × 16 units.
+const WEIGHT_GRAD_ROWS: u32 = 16;
+const WEIGHT_GRAD_LANES: u32 = 16;
+const _: () = assert!(WEIGHT_GRAD_LANES.is_power_of_two());
+
+/// `activation(x · weightᵀ + bias)`.
+pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
+    x: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    bias: Option<CubeTensor<R>>,
+    activation: DenseActivation,
+) -> CubeTensor<R> {
+    let (x, weight) = (into_contiguous(x), into_contiguous(weight));
+    let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight));
+    let width = row_vector_size(&x);
+    let row_vectors = inputs / width;
+    let splits = row_vectors
+        .div_ceil(FORWARD_CUBE_SIZE as usize * FORWARD_VECTORS_PER_UNIT)
+        .max(1);
+    let vectors_per_split = row_vectors.div_ceil(splits);
+    let single_split = splits == 1;
+    let relu = activation == DenseActivation::Relu;
+    let bias = bias.map(into_contiguous);
+    // One split writes the output itself; more write partial sums for a second kernel.
+    let [partials, output] = if single_split {
+        let output = empty_like(&x, [batch, outputs], F::dtype());
+        [output.clone(), output]
+    } else {
+        empty_group(
+            &x,
+            [
+                ([splits, batch, outputs].into(), F::dtype()),
+                ([batch, outputs].into(), F::dtype()),
+            ],
+        )
+    };
+    let block = [FORWARD_ROWS, (outputs as u32).clamp(1, FORWARD_MAX_COLS)];
+    let [rows, cols] = block;
+    let [row_blocks, col_blocks] = block_counts([batch, outputs], block);
+    let first_stage_bias = bias.clone().filter(|_| single_split);
+    launch!(dense_forward_partial::<F, R>(
+        &partials,
+        CubeCount::Static(row_blocks, col_blocks, splits as u32),
+        CubeDim::new_1d(FORWARD_CUBE_SIZE),
+        width,
+        x.into_tensor_arg(),
+        weight.into_tensor_arg(),
+        first_stage_bias.map(CubeTensor::into_tensor_arg).into(),
+        partials.clone().into_tensor_arg(),
+        vectors_per_split as u32,
+        rows,
+        cols,
+        FORWARD_CUBE_SIZE,
+        single_split,
+        relu && single_split,
+    ));
+    if single_split {
+        return output;
+    }
+    let (count, dim) = elementwise(&output);
+    launch!(dense_forward_sum::<F, R>(
+        &output,
+        count,
+        dim,
+        partials.into_tensor_arg(),
+        bias.map(CubeTensor::into_tensor_arg).into(),
+        output.clone().into_tensor_arg(),
+        relu,
+    ));
+    output
+}
+
+/// The gradients of [`forward`] from its output's gradient `grad`; `relu_output` is the
+/// forward's output when its activation was ReLU.
+pub(crate) fn backward<R: CubeRuntime, F: FloatElement>(
+    x: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    grad: CubeTensor<R>,
+    relu_output: Option<CubeTensor<R>>,
+    wants: GradsWanted,
+) -> LayerGrads<CubeTensor<R>> {
+    let (x, grad) = (into_contiguous(x), into_contiguous(grad));
+    let relu_output = relu_output.map(into_contiguous);
+    let ([batch, inputs], [outputs, _]) = (dims2(&x), dims2(&weight));
+    let width = row_vector_size(&x);
+    let row_vectors = inputs / width;
+    let x_grad = wants.x.then(|| {
+        let weight = into_contiguous(weight);
+        let x_grad = empty_like(&x, [batch, inputs], F::dtype());
+        let rows = unit_block(
+            &x_grad.client,
+            INPUT_GRAD_ROWS,
+            batch,
+            row_vectors.next_multiple_of(INPUT_GRAD_UNITS as usize),
+        );
+        launch!(dense_input_grad::<F, R>(
+            &x_grad,
+            blocks([row_vectors, batch], [INPUT_GRAD_UNITS, rows]),
+            CubeDim::new_1d(INPUT_GRAD_UNITS),
+            width,
+            grad.clone().into_tensor_arg(),
+            relu_output.clone().map(CubeTensor::into_tensor_arg).into(),
+            weight.into_tensor_arg(),
+            x_grad.clone().into_tensor_arg(),
+            rows,
+        ));
+        x_grad
+    });
+    // Without a bias its unit is not launched and its one-element buffer is not written.
+    let [weight_grad, bias_grad] = empty_group(
+        &x,
+        [
+            ([outputs, inputs].into(), F::dtype()),
+            ([if wants.bias { outputs } else { 1 }].into(), F::dtype()),
+        ],
+    );
+    let units = row_vectors + usize::from(wants.bias);
+    let cols = (outputs as u32).clamp(1, WEIGHT_GRAD_MAX_COLS);
+    launch!(dense_weight_grad::<F, R>(
+        &weight_grad,
+        blocks([units, outputs], [WEIGHT_GRAD_ROWS, cols]),
+        CubeDim::new_2d(WEIGHT_GRAD_ROWS, WEIGHT_GRAD_LANES),
+        width,
+        x.into_tensor_arg(),
+        grad.into_tensor_arg(),
+        relu_output.map(CubeTensor::into_tensor_arg).into(),
+        weight_grad.clone().into_tensor_arg(),
+        bias_grad.clone().into_tensor_arg(),
+        cols,
+        WEIGHT_GRAD_ROWS,
+        WEIGHT_GRAD_LANES,
+        wants.bias,
+    ));
+    LayerGrads {
+        x: x_grad,
+        weight: weight_grad,
+        bias: wants.bias.then_some(bias_grad),
+    }
+}

@@ -1,0 +1,36 @@
+//! Launching a kernel: unchecked, then handed to CubeCL's device thread at once.
+//!
+//! Kernels are launched unchecked: CubeCL's checked launch clamps every tensor index and
+//! selects a zero for out-of-range reads, which Nsight Compute showed as a large share of
+//! the instructions of the issue-bound kernels. Each kernel instead guards its own indices
+//! against the shapes it is launched with, and the tests run every kernel over hundreds of
+//! random shapes with poisoned outputs.
+
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::device::Device;
+use cubecl::device_handle::DeviceHandle;
+
+/// `launch!(kernel::<F, R>(&on, count, dim, args…))` launches the `#[cube(launch_unchecked)]`
+/// kernel on the client of the tensor `on` (one of its outputs), then
+/// [`start_queued_tasks`] on that tensor's device.
+macro_rules! launch {
+    ($kernel:ident::<$($generic:ty),+>($on:expr, $count:expr, $dim:expr, $($arg:expr),+ $(,)?)) => {{
+        let on: &burn_cubecl::tensor::CubeTensor<_> = $on;
+        // SAFETY: every kernel guards its own indices against the shapes it is launched
+        // with (see the documentation of `cube::launch`).
+        unsafe {
+            $kernel::launch_unchecked::<$($generic),+>(&on.client, $count, $dim, $($arg),+)
+        }
+        $crate::cube::launch::start_queued_tasks(on);
+    }};
+}
+pub(crate) use launch;
+
+/// Hands the tasks queued so far on `on`'s device to CubeCL's device thread now. CubeCL 0.10
+/// queues every launch and allocation for one device thread that starts on them only when
+/// 32 have accumulated or at a synchronization; a training step makes fewer, so without
+/// this its kernels would wait for the host to finish building the whole step.
+pub(crate) fn start_queued_tasks<R: CubeRuntime>(on: &CubeTensor<R>) {
+    DeviceHandle::<R::Server>::new(on.device.to_id()).flush_queue();
+}
