@@ -18,12 +18,10 @@ pub fn conv_output(
 ) -> Result<Size2, ModelError> {
     check_nonzero(layer, "kernel size", kernel)?;
     check_nonzero(layer, "stride", stride)?;
-    window_output_size(input, kernel, stride, padding).ok_or_else(|| {
-        ModelError::WindowTooLarge {
-            layer: layer.into(),
-            window: kernel,
-            input: [input[0] + 2 * padding[0], input[1] + 2 * padding[1]],
-        }
+    window_output_size(input, kernel, stride, padding).ok_or_else(|| ModelError::WindowTooLarge {
+        layer: layer.into(),
+        window: kernel,
+        input: [input[0] + 2 * padding[0], input[1] + 2 * padding[1]],
     })
 }
 
