@@ -6,7 +6,7 @@ backward, plain SGD update at lr 0.1) on the same models and sweeps, with the
 same timing protocol, and writes the same JSON schema, so the Rust side can
 merge both into one table.
 
-* models: `simple` (the seed CNN with d filters), `lenet`, `mlp`; all fp32,
+* models: `simple` (the single-conv CNN with d filters), `lenet`, `mlp`; all fp32,
   TF32 disabled;
 * variants: `pytorch-eager` (cuDNN autotuning on) and `pytorch-compile`
   (`torch.compile`, default mode; skipped with a warning where it cannot run);

@@ -1,4 +1,4 @@
-//! Times cubenet's kernels against Burn's on the seed CNN's shapes, op by op, on one device
+//! Times cubenet's kernels against Burn's on the single-conv CNN's shapes, op by op, on one device
 //! in one run (whole training steps: the `backend_swap` example).
 //!
 //! ```text
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use cubenet::atomic_file::write_atomically;
 use cubenet::backend::{BackendKind, BackendTask, run_on};
 use cubenet::bench::{OpComparison, Protocol, compare_ops};
 use cubenet_kernels::AutodiffKernelBackend;
@@ -114,8 +115,8 @@ fn main() -> ExitCode {
     print_report(&report);
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&report).expect("reports serialize");
-        if let Err(error) = std::fs::write(&path, text) {
-            eprintln!("error: cannot write {}: {error}", path.display());
+        if let Err(error) = write_atomically(&path, text.as_bytes()) {
+            eprintln!("error: {error}");
             return ExitCode::from(2);
         }
     }

@@ -1,4 +1,4 @@
-//! Seed 003's linear regression as a net without hidden layers: y = w·x + b + noise,
+//! Linear regression as a net without hidden layers: y = w·x + b + noise,
 //! fitted with SGD and momentum, and the learned weights compared with the true ones.
 //!
 //! ```text
@@ -54,11 +54,8 @@ fn run(args: Args) -> anyhow::Result<()> {
     let model =
         TabularModel::<burn::backend::NdArray>::load(&args.artifact_dir, &Default::default())?;
     let layer = &model.net.mlp.layers()[0];
-    let weights = layer.weight.val().into_data().into_vec::<f32>()?;
-    let bias = layer
-        .bias
-        .as_ref()
-        .map_or(Ok(vec![0.0]), |b| b.val().into_data().into_vec::<f32>())?;
+    let weights = layer.weight().into_data().into_vec::<f32>()?;
+    let bias = layer.bias().into_data().into_vec::<f32>()?;
     println!(
         "learned w = {weights:.3?}, b = {:.3} (true w = {LINEAR_WEIGHTS:?}, b = {LINEAR_BIAS})",
         bias[0]

@@ -1,4 +1,4 @@
-//! Seed 003's logistic regression as a net without hidden layers: labels drawn from
+//! Logistic regression as a net without hidden layers: labels drawn from
 //! σ(w·x + b), fitted with sigmoid + binary cross-entropy.
 //!
 //! ```text

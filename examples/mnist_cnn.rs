@@ -25,6 +25,8 @@ enum ModelKind {
     Lenet,
 }
 
+// Every default below is read from the configs (`MnistTrainingConfig`, `SimpleCnnConfig`),
+// which own them.
 #[derive(Debug, Parser)]
 #[command(about = "Train a CNN on MNIST and print its test accuracy")]
 struct Args {
@@ -35,19 +37,19 @@ struct Args {
     #[arg(long, value_enum, default_value_t = ModelKind::Simple)]
     model: ModelKind,
     /// Filters of the simple CNN's convolution (d)
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = SimpleCnnConfig::new().filters)]
     filters: usize,
     /// Who runs the conv·ReLU·pool blocks and linear layers: cubenet's kernels or Burn's ops
-    #[arg(long, value_enum, default_value_t = KernelPath::default())]
+    #[arg(long, value_enum, default_value_t = SimpleCnnConfig::new().kernels)]
     kernels: KernelPath,
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults().epochs)]
     epochs: usize,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = defaults().batch_size)]
     batch_size: usize,
     /// Adam peak learning rate (cosine-annealed to 0 over the run)
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = defaults().learning_rate)]
     lr: f64,
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = defaults().seed)]
     seed: u64,
     /// Directory with the four MNIST IDX files (raw or .gz); downloads them when absent
     #[arg(long)]
@@ -61,6 +63,11 @@ struct Args {
     /// Evaluate on only N test images
     #[arg(long, value_name = "N")]
     limit_test: Option<usize>,
+}
+
+/// Every training setting at its default.
+fn defaults() -> MnistTrainingConfig {
+    MnistTrainingConfig::new(MnistModelConfig::Simple(SimpleCnnConfig::new()))
 }
 
 impl Args {

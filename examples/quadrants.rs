@@ -1,4 +1,4 @@
-//! Seed 002's quadrant classifier: random points in [−1, 1]², labelled 1 in the first and
+//! The quadrant classifier: random points in [−1, 1]², labelled 1 in the first and
 //! third quadrants, learned by a small tanh net with binary cross-entropy.
 //!
 //! ```text

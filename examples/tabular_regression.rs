@@ -1,5 +1,5 @@
-//! Seed 000's stock-market regression at its size: 800,000 rows × 8 features, a nonlinear
-//! target plus noise (see `cubenet::data::synthetic::market`), an 8-16-8-1 net with
+//! The tabular regression problem, a stock-market stand-in: 800,000 rows × 8 features, a
+//! nonlinear target plus noise (see `cubenet::data::synthetic::market`), an 8-16-8-1 net with
 //! sigmoid-gain units trained by SGD with momentum and L2, a 70/15/15 split, standardized
 //! features, early stopping, an error-vs-epoch plot, and predictions for new rows.
 //!

@@ -1,4 +1,4 @@
-//! Seed 003's XOR: a 2-4-1 sigmoid net learns the four points exactly.
+//! XOR: a 2-4-1 sigmoid net learns the four points exactly.
 //!
 //! ```text
 //! cargo run --release --example xor
@@ -15,13 +15,12 @@ use std::process::ExitCode;
 use anyhow::ensure;
 use burn::backend::{Autodiff, NdArray};
 use clap::Parser;
-use cubenet::backend::BackendKind;
 use cubenet::data::synthetic;
 use cubenet::model::{Activation, Task};
-use cubenet::train::TrainError;
 use cubenet::train::tabular::{
     OptimizerConfig, Rows, TabularConfig, TabularReport, TabularSplits, train,
 };
+use cubenet::train::{RunContext, TrainError};
 
 #[derive(Debug, Parser)]
 #[command(about = "Train a 2-4-1 net on XOR (on the CPU: four points need no GPU)")]
@@ -30,7 +29,7 @@ struct Args {
     artifact_dir: PathBuf,
 }
 
-/// Seed 003's net: one hidden layer of 4 sigmoids, plain SGD with momentum, full batch.
+/// The XOR net: one hidden layer of 4 sigmoids, plain SGD with momentum, full batch.
 fn xor_config() -> TabularConfig {
     TabularConfig::new(
         vec!["x1".into(), "x2".into()],
@@ -61,16 +60,9 @@ fn train_xor(artifact_dir: &Path) -> Result<(TabularReport, Vec<[f32; 4]>), Trai
         standardizer: None,
         classes: 2,
     };
-    let device = Default::default();
-    let (model, report) = train::<Autodiff<NdArray>>(
-        &xor_config(),
-        &splits,
-        artifact_dir,
-        BackendKind::Ndarray,
-        false,
-        &device,
-    )?;
-    let predicted = model.predict(&points.inputs, &device);
+    let run = RunContext::<Autodiff<NdArray>>::new(artifact_dir, Default::default());
+    let (model, report) = train(&xor_config(), &splits, &run)?;
+    let predicted = model.predict(&points.inputs, &run.device);
     let rows = (0..4)
         .map(|i| {
             let (x, p) = (points.inputs.row(i), predicted.row(i));

@@ -7,8 +7,8 @@
 #   scripts/backend_swap_on_gpu.sh burn   # CUDA with Burn's kernels
 #   scripts/backend_swap_on_gpu.sh torch  # PyTorch eager and torch.compile
 #   scripts/backend_swap_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
-#   scripts/backend_swap_on_gpu.sh headline  # the seed CNN and LeNet: cubenet and PyTorch
-#                                            # eager in one call, then the MNIST speedrun
+#   scripts/backend_swap_on_gpu.sh headline  # the single-conv CNN and LeNet: cubenet and
+#                                            # PyTorch eager in one call, then the MNIST speedrun
 # and merge everything into one set of tables and plots:
 #   cargo run --release -- bench --merge-only --out docs/benchmarks \
 #       $(for f in $OUT/*/results.json $OUT/pytorch-*.json; do echo --merge $f; done)
@@ -57,7 +57,7 @@ case $stage in
     ;;
   cpu)
     swap ndarray 240 --variants ndarray --cpu-repeats 3
-    # One thread: the seed CNN and the MLP (LeNet takes ~30 s a step there).
+    # One thread: the single-conv CNN and the MLP (LeNet takes ~30 s a step there).
     swap ndarray-1thread 200 --variants ndarray-1thread --models simple,mlp --cpu-repeats 3
     pkill -x cubenet  # a single-thread child outliving its parent's time limit
     # wgpu needs the Vulkan loader and GL dispatch libraries (libvulkan1, libglvnd0, ...) and

@@ -1,6 +1,7 @@
 //! cubenet: train small CNNs and MLPs with Burn, on any backend, with custom CubeCL kernels
 //! on the GPU hot path.
 
+pub mod atomic_file;
 pub mod backend;
 pub mod bench;
 pub mod data;

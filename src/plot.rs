@@ -1,10 +1,14 @@
-//! PNG line charts: the seeds' error-vs-epoch figure and the benchmarks' time-vs-size plots.
+//! PNG line charts: the learning curves (error against epoch) and the benchmarks'
+//! time-vs-size plots.
 
+use std::io;
 use std::path::Path;
 use std::sync::Once;
 
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
+
+use crate::atomic_file::write_atomically_with;
 
 /// DejaVu Sans (Bitstream Vera license, see assets/), embedded so that plotting needs no
 /// system font library on the machine that trains.
@@ -85,7 +89,8 @@ pub struct PlotError {
     reason: String,
 }
 
-/// Draws `panels` side by side into a PNG at `path`. Panels without points are skipped.
+/// Draws `panels` side by side into a PNG at `path`, written atomically (see
+/// [`crate::atomic_file`]). Panels without points are skipped.
 pub fn plot_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
     static FONT_ONCE: Once = Once::new();
     FONT_ONCE.call_once(|| {
@@ -106,12 +111,23 @@ pub fn plot_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
     if panels.is_empty() {
         return Err(fail("no data points".into()));
     }
+    write_atomically_with(path, |partial| {
+        draw_figure(partial, &panels).map_err(|e| io::Error::other(e.to_string()))
+    })
+    .map_err(|e| fail(e.source.to_string()))
+}
+
+/// Draws `panels` side by side into the PNG at `path`.
+fn draw_figure(
+    path: &Path,
+    panels: &[&Panel],
+) -> Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>> {
     let root = BitMapBackend::new(path, (560 * panels.len() as u32, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
+    root.fill(&WHITE)?;
     for (area, panel) in root.split_evenly((1, panels.len())).iter().zip(panels) {
-        draw_panel(area, panel).map_err(|e| fail(e.to_string()))?;
+        draw_panel(area, panel)?;
     }
-    root.present().map_err(|e| fail(e.to_string()))
+    root.present()
 }
 
 fn draw_panel<DB: DrawingBackend>(

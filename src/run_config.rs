@@ -2,7 +2,11 @@
 //! runs, with sections `[data]`, `[model]`, `[optimizer]`, `[training]` and the top-level
 //! `backend` and `artifact_dir`. Unknown keys are refused, naming the key. A file states
 //! only what differs from the defaults; [`RunConfig::resolve`] fills in the rest (what
-//! `cubenet train --print-config` prints) and turns it into the run's own settings.
+//! `cubenet train --print-config` prints) and turns it into the run's own settings. The
+//! defaults are those of the settings' own configs ([`MnistTrainingConfig`],
+//! [`TabularConfig`], [`SimpleCnnConfig`], [`LeNetConfig`]), read from them here; only the
+//! settings that exist in run files alone (`artifact_dir`, a generated table's `rows` and
+//! `seed`) have their defaults in this file.
 //!
 //! ```toml
 //! backend = "ndarray"
@@ -65,7 +69,8 @@ pub struct RunConfig {
     pub data: DataSection,
     #[serde(default)]
     pub model: ModelSection,
-    /// [default: Adam at 1e-3 for images, SGD (0.01, momentum 0.9) for tables]
+    /// [default: Adam at the learning rate of [`MnistTrainingConfig`] for images, the
+    /// optimizer of [`TabularConfig`] for tables]
     pub optimizer: Option<OptimizerConfig>,
     #[serde(default)]
     pub training: TrainingSection,
@@ -94,45 +99,59 @@ pub enum DataSection {
         path: PathBuf,
         features: Vec<String>,
         targets: Vec<String>,
-        #[serde(default)]
+        #[serde(default = "default_split")]
         split: SplitRatios,
-        #[serde(default = "yes")]
+        #[serde(default = "default_standardize")]
         standardize: bool,
     },
-    /// A table from one of the seeds' generators (`cubenet::data::synthetic`): features are
-    /// its leading columns, the target its last.
+    /// A table from one of the built-in generators (`cubenet::data::synthetic`): features
+    /// are its leading columns, the target its last.
     Generated {
         generator: Generator,
         #[serde(default = "default_generated_rows")]
         rows: usize,
         #[serde(default)]
         seed: u64,
-        #[serde(default)]
+        #[serde(default = "default_split")]
         split: SplitRatios,
-        #[serde(default = "yes")]
+        #[serde(default = "default_standardize")]
         standardize: bool,
     },
 }
 
-fn default_valid_fraction() -> f64 {
-    0.1
-}
 fn default_generated_rows() -> usize {
     10_000
 }
-fn yes() -> bool {
-    true
+
+/// Every image setting at its default; the network is chosen by `[model]`.
+fn image_defaults() -> MnistTrainingConfig {
+    MnistTrainingConfig::new(MnistModelConfig::Simple(SimpleCnnConfig::new()))
+}
+
+/// Every table setting at its default; columns and task come from `[data]` and `[model]`.
+fn table_defaults() -> TabularConfig {
+    TabularConfig::new(Vec::new(), Vec::new(), Task::Regression)
+}
+
+fn default_valid_fraction() -> f64 {
+    image_defaults().valid_fraction
+}
+fn default_split() -> SplitRatios {
+    table_defaults().split
+}
+fn default_standardize() -> bool {
+    table_defaults().standardize
 }
 
 /// The network.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ModelSection {
-    /// The seed CNN (images).
+    /// The single-conv CNN (images).
     Simple {
         #[serde(default = "default_filters")]
         filters: usize,
-        #[serde(default)]
+        #[serde(default = "default_kernels")]
         kernels: KernelPath,
     },
     /// The LeNet-style CNN (images).
@@ -141,7 +160,7 @@ pub enum ModelSection {
         channels: [usize; 2],
         #[serde(default = "default_lenet_hidden")]
         hidden: usize,
-        #[serde(default)]
+        #[serde(default = "default_lenet_kernels")]
         kernels: KernelPath,
     },
     /// An MLP (tables, or flattened images).
@@ -160,40 +179,48 @@ pub enum ModelSection {
 }
 
 fn default_filters() -> usize {
-    32
+    SimpleCnnConfig::new().filters
+}
+fn default_kernels() -> KernelPath {
+    SimpleCnnConfig::new().kernels
 }
 fn default_lenet_channels() -> [usize; 2] {
-    [32, 64]
+    LeNetConfig::new().channels
 }
 fn default_lenet_hidden() -> usize {
-    128
+    LeNetConfig::new().hidden
 }
+fn default_lenet_kernels() -> KernelPath {
+    LeNetConfig::new().kernels
+}
+/// The tabular MLP's default, for flattened images too.
 fn default_activation() -> Activation {
-    Activation::Sigmoid
+    table_defaults().activation
 }
 
 impl Default for ModelSection {
     fn default() -> Self {
         ModelSection::Simple {
             filters: default_filters(),
-            kernels: KernelPath::default(),
+            kernels: default_kernels(),
         }
     }
 }
 
-/// How long and in what steps; absent values take the run kind's defaults.
+/// How long and in what steps; absent values take the run kind's defaults, those of
+/// [`MnistTrainingConfig`] for images and [`TabularConfig`] for tables (where an absent
+/// batch size means the whole training split).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainingSection {
-    /// [default: 3 for images, 100 for tables]
     pub epochs: Option<usize>,
-    /// Rows or images per step [default: 64 for images, the whole split for tables].
+    /// Rows or images per step.
     pub batch_size: Option<usize>,
-    /// Epochs without a lower validation loss before stopping [default: 3 / 10].
+    /// Epochs without a lower validation loss before stopping.
     pub patience: Option<usize>,
-    /// Seeds weights, splits and shuffling [default: 42].
+    /// Seeds weights, splits and shuffling.
     pub seed: Option<u64>,
-    /// Images: threads assembling batches [default: 0].
+    /// Images: threads assembling batches.
     pub workers: Option<usize>,
 }
 
@@ -297,8 +324,9 @@ impl RunConfig {
                             .with_layer_activations(layer_activations.clone()),
                     ),
                 };
+                let defaults = image_defaults();
                 let learning_rate = match self.optimizer {
-                    None => 1e-3,
+                    None => defaults.learning_rate,
                     Some(OptimizerConfig::Adam {
                         learning_rate,
                         l2: 0.0,
@@ -315,7 +343,6 @@ impl RunConfig {
                     learning_rate,
                     l2: 0.0,
                 });
-                let defaults = MnistTrainingConfig::new(model.clone());
                 let config = MnistTrainingConfig::new(model)
                     .with_epochs(t.epochs.unwrap_or(defaults.epochs))
                     .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
@@ -391,8 +418,8 @@ impl RunConfig {
                     }
                     DataSection::Mnist { .. } => unreachable!("matched above"),
                 };
-                let defaults = TabularConfig::new(Vec::new(), Vec::new(), task);
-                let optimizer = self.optimizer.unwrap_or_default();
+                let defaults = table_defaults();
+                let optimizer = self.optimizer.unwrap_or(defaults.optimizer);
                 resolved.optimizer = Some(optimizer);
                 let config = TabularConfig::new(features, targets, task)
                     .with_classes(*classes)

@@ -1,4 +1,4 @@
-//! Seed 001's Figure 2 for every model: seconds per epoch against batch size and against
+//! The benchmark figure for every model: seconds per epoch against batch size and against
 //! filter count, one line per variant, on a log scale (CPU and GPU differ by decades).
 
 use std::path::{Path, PathBuf};

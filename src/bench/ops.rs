@@ -1,4 +1,4 @@
-//! Each op of the seed CNN's conv layer, forward and backward, by cubenet's kernels and by
+//! Each op of the single-conv CNN's conv layer, forward and backward, by cubenet's kernels and by
 //! Burn's, on the same backend and the same data.
 
 use burn::prelude::*;
@@ -24,7 +24,7 @@ impl OpComparison {
     }
 }
 
-/// The seed CNN's conv layer on random data, with Burn's calls for each op.
+/// The single-conv CNN's conv layer on random data, with Burn's calls for each op.
 struct SeedLayer<B: Backend> {
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
@@ -101,7 +101,7 @@ fn random<B: Backend, const D: usize>(shape: [usize; D], device: &B::Device) -> 
 }
 
 /// Times conv, max-pool and the fused block, forward and backward, for a conv 3x3
-/// (1 → `filters`) over `batch` 28x28 images followed by a 2x2 pool: the seed CNN's layer.
+/// (1 → `filters`) over `batch` 28x28 images followed by a 2x2 pool: the single-conv CNN's layer.
 pub fn compare_ops<B: KernelBackend>(
     device: &B::Device,
     batch: usize,

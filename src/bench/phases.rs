@@ -1,5 +1,5 @@
-//! Where a training step of the seed CNN spends its time, phase by phase (the Amdahl view of
-//! seed 002): each phase is closed by a device synchronization, so the phases add up to more
+//! Where a training step of the single-conv CNN spends its time, phase by phase (an Amdahl's-law
+//! view): each phase is closed by a device synchronization, so the phases add up to more
 //! than an unsynchronized step and their shares, not their sum, are the point.
 //!
 //! The backward is split by cutting the graph at the flattened features: the loss's backward
@@ -60,7 +60,7 @@ impl<'a, B: Backend> PhaseClock<'a, B> {
     }
 }
 
-/// Times each phase of the seed CNN's training step with `filters` filters on `batch`
+/// Times each phase of the single-conv CNN's training step with `filters` filters on `batch`
 /// random images; one [`Timing`] per entry of [`PHASES`].
 pub fn time_phases<B: AutodiffKernelBackend>(
     device: &B::Device,
@@ -75,14 +75,14 @@ pub fn time_phases<B: AutodiffKernelBackend>(
             .with_filters(filters)
             .with_kernels(kernels)
             .init::<B>(device)
-            .expect("the seed CNN geometry is valid"),
+            .expect("the single-conv CNN geometry is valid"),
     );
     let (images, targets) = random_batch::<B>(batch, device);
     let mut sgd = SgdStep::new(kernels);
     let mut samples = vec![Vec::with_capacity(protocol.repeats); PHASES.len()];
     for step in 0..protocol.warmup + protocol.repeats {
         let MnistModel::Simple(cnn) = &model else {
-            unreachable!("built as the seed CNN above")
+            unreachable!("built as the single-conv CNN above")
         };
         let mut clock = PhaseClock::<B>::start(device);
         let features = cnn.features(images.clone());

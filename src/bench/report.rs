@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::sweep::{BenchModel, Point};
 use super::timing::Timing;
 use super::variant::Variant;
+use crate::atomic_file::{WriteError, write_atomically};
 
 /// Training images in one MNIST epoch: converts step times to seconds per epoch.
 pub const EPOCH_IMAGES: usize = 60_000;
@@ -40,7 +41,7 @@ pub struct StepRecord {
     pub timing: Timing,
 }
 
-/// One phase of the seed CNN's step (see `phases`).
+/// One phase of the single-conv CNN's step (see `phases`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseRecord {
@@ -90,6 +91,12 @@ pub enum ReportError {
     Schema { path: PathBuf, reason: String },
 }
 
+impl From<WriteError> for ReportError {
+    fn from(WriteError { path, source }: WriteError) -> Self {
+        ReportError::Io { path, source }
+    }
+}
+
 /// `point()` for the records, which spell the point's fields out (the schema is flat).
 macro_rules! record_point {
     ($($record:ty),*) => {$(
@@ -109,7 +116,7 @@ macro_rules! record_point {
 record_point!(StepRecord, PhaseRecord, EpochRecord);
 
 impl StepRecord {
-    /// Seconds per MNIST epoch at this step time (the seeds' y-axis).
+    /// Seconds per MNIST epoch at this step time (the y-axis of the benchmark plots).
     pub fn epoch_seconds(&self) -> f64 {
         self.timing.median_ms * EPOCH_IMAGES.div_ceil(self.batch) as f64 / 1e3
     }
@@ -181,7 +188,7 @@ impl Report {
     /// Writes the report as pretty JSON.
     pub fn write_json(&self, path: &Path) -> Result<(), ReportError> {
         let text = serde_json::to_string_pretty(self).expect("reports serialize");
-        write_file(path, text.as_bytes())
+        Ok(write_atomically(path, text.as_bytes())?)
     }
 
     /// Writes the step timings as CSV, one row per variant and point.
@@ -217,13 +224,6 @@ impl Report {
                 .expect("rows of numbers serialize");
         }
         let bytes = writer.into_inner().expect("writing to memory cannot fail");
-        write_file(path, &bytes)
+        Ok(write_atomically(path, &bytes)?)
     }
-}
-
-pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    fs::write(path, bytes).map_err(|source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
 }

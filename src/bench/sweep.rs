@@ -1,4 +1,4 @@
-//! What a backend-swap benchmark measures: the networks, the sizes of seed 001's sweeps,
+//! What a backend-swap benchmark measures: the networks, the sizes of the batch and filter sweeps,
 //! and how the slow CPU points are capped.
 
 use std::fmt;
@@ -31,7 +31,7 @@ pub const MLP_HIDDEN: [usize; 2] = [256, 128];
 )]
 #[serde(rename_all = "lowercase")]
 pub enum BenchModel {
-    /// The seed CNN (conv 3x3 1→d, ReLU, pool, linear); its size is the filter count d.
+    /// The single-conv CNN (conv 3x3 1→d, ReLU, pool, linear); its size is the filter count d.
     Simple,
     /// The LeNet-style CNN at its default widths.
     Lenet,
@@ -87,8 +87,8 @@ impl fmt::Display for Point {
     }
 }
 
-/// The sizes to sweep: every model over `batches` (the seed CNN at `batch_sweep_filters`
-/// filters), and the seed CNN over `filters` at `filter_sweep_batch`.
+/// The sizes to sweep: every model over `batches` (the single-conv CNN at `batch_sweep_filters`
+/// filters), and the single-conv CNN over `filters` at `filter_sweep_batch`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sweep {
     pub models: Vec<BenchModel>,
@@ -99,7 +99,7 @@ pub struct Sweep {
 }
 
 impl Default for Sweep {
-    /// Seed 001's sweeps: batch ∈ {100, 250, 500, 1000} at d = 256, d ∈ {32, 64, 128, 256}
+    /// The standard sweeps: batch ∈ {100, 250, 500, 1000} at d = 256, d ∈ {32, 64, 128, 256}
     /// at batch 1000.
     fn default() -> Self {
         Sweep {
@@ -154,7 +154,7 @@ pub struct BenchPlan {
     pub cpu_max_batch: Option<usize>,
     /// CPU variants skip points with more filters.
     pub cpu_max_filters: Option<usize>,
-    /// Filter counts of the seed CNN whose per-phase breakdown is measured (GPU variants,
+    /// Filter counts of the single-conv CNN whose per-phase breakdown is measured (GPU variants,
     /// at `sweep.filter_sweep_batch`).
     pub phase_filters: Vec<usize>,
 }

@@ -26,7 +26,7 @@ use crate::model::KernelPath;
 pub enum Variant {
     /// ndarray on every core (rayon and the matmul's threads).
     Ndarray,
-    /// ndarray on one thread: the seeds' "sequential CPU".
+    /// ndarray on one thread: the sequential CPU that GPU speedups are quoted against.
     #[value(name = "ndarray-1thread")]
     #[serde(rename = "ndarray-1thread")]
     NdarraySingleThread,

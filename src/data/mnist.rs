@@ -11,7 +11,7 @@ use rand::seq::SliceRandom;
 
 use super::DataError;
 use super::idx::read_idx_file;
-use crate::quiet_panic::catch_quietly;
+use crate::quiet_panic::{catch_quietly, first_line};
 
 /// Side of an MNIST image in pixels.
 pub const IMAGE_SIDE: usize = 28;
@@ -128,7 +128,9 @@ impl MnistData {
             Split::Train => MnistDataset::train(),
             Split::Test => MnistDataset::test(),
         })
-        .map_err(|reason| DataError::Download { reason })?;
+        .map_err(|message| DataError::Download {
+            cause: download_failure_cause(&message),
+        })?;
         let mut images = Vec::with_capacity(dataset.len() * IMAGE_PIXELS);
         let mut labels = Vec::with_capacity(dataset.len());
         for item in dataset.iter() {
@@ -157,6 +159,35 @@ impl MnistData {
     pub fn label(&self, index: usize) -> u8 {
         self.labels[index]
     }
+}
+
+/// The cause, in words, of a failed download from the panic message of burn-dataset's
+/// downloader: it unwraps reqwest's error, whose debug print nests the cause as the last
+/// quoted string (`… ConnectError("dns error", Custom { …, error: "failed to lookup address
+/// information: …" }) }`). A message without one (an HTTP error) is kept, cut to one line.
+fn download_failure_cause(panic_message: &str) -> String {
+    quoted_strings(panic_message)
+        .into_iter()
+        .rfind(|quoted| !quoted.contains("://"))
+        .unwrap_or_else(|| first_line(panic_message))
+}
+
+/// The contents of the double-quoted strings in a debug print, unescaped.
+fn quoted_strings(debug: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut chars = debug.chars();
+    while chars.any(|c| c == '"') {
+        let mut quoted = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => break,
+                '\\' => quoted.extend(chars.next()),
+                c => quoted.push(c),
+            }
+        }
+        found.push(quoted);
+    }
+    found
 }
 
 fn find_idx(dir: &Path, name: &str) -> Result<PathBuf, DataError> {
@@ -233,5 +264,31 @@ impl Dataset<MnistItem> for MnistSubset {
 
     fn len(&self) -> usize {
         self.indices.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::download_failure_cause;
+
+    #[test]
+    fn a_failed_download_names_its_cause_in_words() {
+        // burn-dataset's panic without a network (captured on a machine without DNS).
+        let no_dns = "called `Result::unwrap()` on an `Err` value: reqwest::Error { kind: \
+            Request, url: \"https://storage.googleapis.com/cvdf-datasets/mnist/train-images-\
+            idx3-ubyte.gz\", source: hyper_util::client::legacy::Error(Connect, ConnectError(\
+            \"dns error\", Custom { kind: Uncategorized, error: \"failed to lookup address \
+            information: Name or service not known\" })) }";
+        assert_eq!(
+            download_failure_cause(no_dns),
+            "failed to lookup address information: Name or service not known"
+        );
+        let escaped = r#"reqwest::Error { source: Os { message: "a \"quoted\" word" } }"#;
+        assert_eq!(download_failure_cause(escaped), r#"a "quoted" word"#);
+        // No quoted cause (a reply without a length): the message's first line.
+        assert_eq!(
+            download_failure_cause("called `Option::unwrap()` on a `None` value\nmore"),
+            "called `Option::unwrap()` on a `None` value"
+        );
     }
 }

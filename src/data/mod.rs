@@ -39,10 +39,8 @@ pub enum DataError {
     Corrupt { path: PathBuf, what: String },
     #[error("no {name} or {name}.gz in {} (expected the four MNIST IDX files there)", dir.display())]
     Missing { dir: PathBuf, name: String },
-    #[error(
-        "MNIST download failed: {reason} (pass --data-dir with the IDX files to train offline)"
-    )]
-    Download { reason: String },
+    #[error("cannot download MNIST ({cause}): pass --data-dir with the four IDX files")]
+    Download { cause: String },
     #[error("{}: {reason}", path.display())]
     Csv { path: PathBuf, reason: String },
     #[error("{}: {what}", path.display())]

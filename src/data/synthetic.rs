@@ -1,4 +1,4 @@
-//! The seeds' tabular datasets, generated: XOR, quadrant parity, linear and logistic
+//! The built-in tabular datasets, generated: XOR, quadrant parity, linear and logistic
 //! regression data, and a stock-market-sized nonlinear regression table.
 
 use rand::rngs::StdRng;
@@ -70,7 +70,7 @@ pub fn logistic(rows: usize, seed: u64) -> Table {
     }
 }
 
-/// A stand-in for seed 000's stock-market table: eight standard normal features `x1`…`x8`
+/// A stand-in for a stock-market table: eight standard normal features `x1`…`x8`
 /// and the target
 ///
 /// `y = sin(2·x1) + 0.5·x2·x3 − 0.3·x4² + tanh(x5 − x6) + 0.2·x7 + ε`, ε ~ N(0, 0.1²),

@@ -1,4 +1,4 @@
-//! Where a tabular run's rows come from: a CSV file, or one of the seeds' generators.
+//! Where a tabular run's rows come from: a CSV file, or one of the built-in generators.
 
 use std::path::PathBuf;
 
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{DataError, Table, synthetic};
 
-/// The seeds' tabular problems.
+/// The built-in tabular problems.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Generator {

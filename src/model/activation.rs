@@ -1,4 +1,4 @@
-//! The hidden-layer activations of the seeds' MLPs.
+//! The hidden-layer activations of the MLPs.
 
 use std::fmt;
 use std::str::FromStr;

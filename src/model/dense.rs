@@ -32,6 +32,16 @@ impl<B: Backend> Dense<B> {
             kernels,
         }
     }
+
+    /// The weight, `[outputs, inputs]`.
+    pub fn weight(&self) -> Tensor<B, 2> {
+        self.weight.val()
+    }
+
+    /// The bias, `[outputs]`.
+    pub fn bias(&self) -> Tensor<B, 1> {
+        self.bias.val()
+    }
 }
 
 impl<B: KernelBackend> Dense<B> {

@@ -1,10 +1,10 @@
 //! A fully connected network with a configurable stack of hidden layers.
 
-use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
+use cubenet_kernels::KernelBackend;
 
 use super::geometry::check_nonzero;
-use super::{Activation, ModelError};
+use super::{Activation, Dense, KernelPath, ModelError};
 
 /// Configuration of [`Mlp`].
 #[derive(Config, Debug)]
@@ -22,13 +22,19 @@ pub struct MlpConfig {
     /// all of them.
     #[config(default = "Vec::new()")]
     pub layer_activations: Vec<Activation>,
+    /// Which implementation runs the layers: cubenet's dense kernels or Burn's matmul.
+    #[config(default = "KernelPath::Custom")]
+    pub kernels: KernelPath,
 }
 
-/// Linear layers with an activation between them; the last layer's output is left raw
+/// Dense layers with an activation between them; the last layer's output is left raw
 /// (logits or regression values).
 #[derive(Module, Debug)]
 pub struct Mlp<B: Backend> {
-    layers: Vec<Linear<B>>,
+    /// The layers, input side first. Their weights are `[outputs, inputs]`; the field was
+    /// `layers` when they were Burn `Linear`s, stored `[inputs, outputs]`, so a record saved
+    /// then fails to load (missing field `dense`) instead of loading transposed.
+    dense: Vec<Dense<B>>,
     /// The nonlinearity after each hidden layer.
     #[module(skip)]
     activations: Vec<Activation>,
@@ -59,31 +65,32 @@ impl MlpConfig {
             .chain(self.hidden.iter().copied())
             .chain(std::iter::once(self.outputs))
             .collect();
-        let layers = widths
+        let dense = widths
             .windows(2)
-            .map(|pair| LinearConfig::new(pair[0], pair[1]).init(device))
+            .map(|pair| Dense::new([pair[0], pair[1]], self.kernels, device))
             .collect();
-        Ok(Mlp {
-            layers,
-            activations,
-        })
+        Ok(Mlp { dense, activations })
     }
 }
 
 impl<B: Backend> Mlp<B> {
-    /// The linear layers, input side first.
-    pub fn layers(&self) -> &[Linear<B>] {
-        &self.layers
+    /// The layers, input side first.
+    pub fn layers(&self) -> &[Dense<B>] {
+        &self.dense
     }
+}
 
+impl<B: KernelBackend> Mlp<B> {
     /// Outputs `[n, outputs]` for inputs `[n, inputs]`.
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let (output, hidden) = self.layers.split_last().expect("an MLP has a layer");
+        let (output, hidden) = self.dense.split_last().expect("an MLP has a layer");
         let x = hidden
             .iter()
             .zip(&self.activations)
-            .fold(x, |x, (layer, activation)| {
-                activation.forward(layer.forward(x))
+            .fold(x, |x, (layer, &activation)| match activation {
+                // Inside the dense kernels, gradient included.
+                Activation::Relu => layer.forward_relu(x),
+                other => other.forward(layer.forward(x)),
             });
         output.forward(x)
     }

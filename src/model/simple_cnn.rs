@@ -32,7 +32,7 @@ pub struct SimpleCnnConfig {
     pub kernels: KernelPath,
 }
 
-/// One convolution, one pool, one linear layer: the network of seed 001.
+/// One convolution, one pool, one linear layer: the single-conv CNN.
 #[derive(Module, Debug)]
 pub struct SimpleCnn<B: Backend> {
     block: ConvBlock<B>,

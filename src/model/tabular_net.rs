@@ -5,9 +5,9 @@ use burn::backend::NdArray;
 use burn::nn::loss::{BinaryCrossEntropyLossConfig, CrossEntropyLossConfig, MseLoss, Reduction};
 use burn::prelude::*;
 use burn::tensor::Transaction;
-use burn::tensor::backend::AutodiffBackend;
 use burn::train::metric::{AccuracyInput, Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
 use super::Mlp;
@@ -51,7 +51,7 @@ pub struct TabularOutput<B: Backend> {
     pub classes: Option<Tensor<B, 1, Int>>,
 }
 
-impl<B: Backend> TabularNet<B> {
+impl<B: KernelBackend> TabularNet<B> {
     /// Raw outputs `[n, outputs]`: values (regression) or logits (classification).
     pub fn forward(&self, inputs: Tensor<B, 2>) -> Tensor<B, 2> {
         self.mlp.forward(inputs)
@@ -107,7 +107,7 @@ impl<B: Backend> TabularNet<B> {
     }
 }
 
-impl<B: AutodiffBackend> TrainStep for TabularNet<B> {
+impl<B: AutodiffKernelBackend> TrainStep for TabularNet<B> {
     type Input = RowBatch<B>;
     type Output = TabularOutput<B>;
 
@@ -117,7 +117,7 @@ impl<B: AutodiffBackend> TrainStep for TabularNet<B> {
     }
 }
 
-impl<B: Backend> InferenceStep for TabularNet<B> {
+impl<B: KernelBackend> InferenceStep for TabularNet<B> {
     type Input = RowBatch<B>;
     type Output = TabularOutput<B>;
 

@@ -1,17 +1,18 @@
 //! What a run leaves in its artifact directory: `config.json`, the final model record
-//! `model.mpk`, Burn's metric logs and per-epoch checkpoints, and `curves.png`. Files are written to
-//! a temporary name and renamed into place, so an interrupted run never leaves a torn one.
+//! `model.mpk`, Burn's metric logs and per-epoch checkpoints (see [`super::checkpoints`]),
+//! and `curves.png`. Every file is written through [`crate::atomic_file`], so an
+//! interrupted run never leaves a torn one.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::Module;
 use burn::prelude::*;
 use burn::train::LearnerSummary;
 
 use super::TrainError;
-use super::recorder::ModelRecorder;
-use super::resume::CHECKPOINT_DIR;
+use super::checkpoints::Checkpoints;
+use super::recorder::{ModelRecorder, load_record};
+use crate::atomic_file::write_atomically;
 use crate::plot::{Axis, Panel, Scale, Series, plot_panels};
 
 /// File name of the final model record.
@@ -20,17 +21,6 @@ pub const MODEL_FILE: &str = "model.mpk";
 pub const CONFIG_FILE: &str = "config.json";
 /// File name of the loss/accuracy figure.
 pub const CURVES_FILE: &str = "curves.png";
-
-/// Writes `bytes` to `path` through a temporary file and a rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    let tmp = path.with_extension("partial");
-    let io_err = |source| TrainError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    fs::write(&tmp, bytes).map_err(io_err)?;
-    fs::rename(&tmp, path).map_err(io_err)
-}
 
 /// Saves `config` as pretty JSON in `dir`.
 pub fn save_config<C: serde::Serialize>(dir: &Path, config: &C) -> Result<PathBuf, TrainError> {
@@ -90,13 +80,9 @@ pub fn restore_best_epoch<B: Backend, M: Module<B>>(
             reason: "no finite validation loss was logged".into(),
         })?;
     let last = losses.iter().map(|&(e, _)| e).max().unwrap_or(epoch);
-    let checkpoints = dir.join(CHECKPOINT_DIR);
-    let model = load_record(
-        &checkpoints.join(format!("model-{epoch}.mpk")),
-        model,
-        device,
-    )?;
-    prune_checkpoints(&checkpoints, &[epoch, last])?;
+    let checkpoints = Checkpoints::of(dir);
+    let model = checkpoints.load_model(epoch, model, device)?;
+    checkpoints.prune(&[epoch, last])?;
     Ok(BestEpoch {
         model,
         epoch,
@@ -117,102 +103,6 @@ pub fn valid_losses(dir: &Path) -> Result<Vec<(usize, f64)>, TrainError> {
         .find(|m| m.name == "Loss")
         .map(|loss| loss.entries.iter().map(|e| (e.step, e.value)).collect())
         .unwrap_or_default())
-}
-
-/// Deletes the checkpoint files (`<name>-<epoch>.mpk`) of every epoch not in `keep`.
-fn prune_checkpoints(dir: &Path, keep: &[usize]) -> Result<(), TrainError> {
-    let io_err = |source| TrainError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    for entry in fs::read_dir(dir).map_err(io_err)? {
-        let path = entry.map_err(io_err)?.path();
-        let epoch = path
-            .file_stem()
-            .and_then(|stem| stem.to_str())
-            .and_then(|stem| stem.rsplit_once('-'))
-            .and_then(|(_, epoch)| epoch.parse::<usize>().ok());
-        if epoch.is_some_and(|e| !keep.contains(&e)) {
-            fs::remove_file(&path).map_err(io_err)?;
-        }
-    }
-    Ok(())
-}
-
-/// Loads the record at `path` into `model`, refusing one whose parameters have other shapes
-/// (Burn would take them silently and build another network).
-pub(crate) fn load_record<B: Backend, M: Module<B>>(
-    path: &Path,
-    model: M,
-    device: &B::Device,
-) -> Result<M, TrainError> {
-    let load_err = |reason: String| TrainError::Load {
-        path: path.to_path_buf(),
-        reason,
-    };
-    if !path.is_file() {
-        return Err(load_err("no such file".into()));
-    }
-    let expected = ParamShapes::of(&model);
-    let loaded = model
-        .load_file(path.to_path_buf(), &ModelRecorder::new(), device)
-        .map_err(|e| load_err(e.to_string()))?;
-    let found = ParamShapes::of(&loaded);
-    if let Some(((name, want), (_, got))) = expected
-        .0
-        .iter()
-        .zip(&found.0)
-        .find(|(want, got)| want != got)
-    {
-        return Err(load_err(format!(
-            "it holds another network: `{name}` is {got:?} there, {want:?} in this config"
-        )));
-    }
-    if expected.0.len() != found.0.len() {
-        return Err(load_err(format!(
-            "it holds another network: {} parameters there, {} in this config",
-            found.0.len(),
-            expected.0.len()
-        )));
-    }
-    Ok(loaded)
-}
-
-/// Each float parameter of a module as (path, shape), in visiting order.
-struct ParamShapes(Vec<(String, Vec<usize>)>);
-
-impl ParamShapes {
-    fn of<B: Backend, M: Module<B>>(module: &M) -> Self {
-        let mut collector = ShapeCollector {
-            path: Vec::new(),
-            shapes: Vec::new(),
-        };
-        module.visit(&mut collector);
-        ParamShapes(collector.shapes)
-    }
-}
-
-struct ShapeCollector {
-    path: Vec<String>,
-    shapes: Vec<(String, Vec<usize>)>,
-}
-
-impl<B: Backend> ModuleVisitor<B> for ShapeCollector {
-    fn enter_module(&mut self, name: &str, _container_type: &str) {
-        self.path.push(name.to_string());
-    }
-
-    fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
-    }
-
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let path = self.path.iter().filter(|p| !p.is_empty()).cloned();
-        self.shapes.push((
-            path.collect::<Vec<_>>().join("."),
-            param.val().dims().to_vec(),
-        ));
-    }
 }
 
 /// Draws one panel per `(metric, y-axis label)` with the train and valid values per epoch,

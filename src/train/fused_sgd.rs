@@ -1,5 +1,6 @@
-//! SGD, with optional momentum, as one kernel for all of a model's parameters on the
-//! CubeCL backends.
+//! SGD, with optional momentum and weight decay, as one kernel for all of a model's
+//! parameters on the CubeCL backends: the optimizer of every SGD run (`optimizer.kind =
+//! "sgd"`) and of the benchmarks' training steps.
 //!
 //! Burn's `Sgd` runs each arithmetic op as its own kernel (g·lr, then p − that; momentum
 //! adds three more), per parameter, which dominates a small network's step once the layers
@@ -8,6 +9,11 @@
 //! module through `KernelBackend::sgd_update` / `sgd_momentum_update`, whose default bodies
 //! are Burn's ops on other backends: it gathers every parameter that has a gradient, updates
 //! them as a group and puts the results back.
+//!
+//! Weight decay λ is folded into each gradient first, g + λ·p, with Burn's tensor ops and as
+//! Burn's `WeightDecay` computes it, so that on backends without the kernels the update is
+//! Burn's SGD op for op. The update kernels have no decay term: folding costs two
+//! element-wise launches per parameter, paid only by runs that ask for decay (λ > 0).
 
 use std::collections::HashMap;
 
@@ -25,6 +31,9 @@ pub struct FusedSgdConfig {
     /// Momentum μ (0: plain SGD, no velocity kept).
     #[config(default = 0.0)]
     pub momentum: f64,
+    /// Weight decay (L2 penalty) λ, added to each gradient as λ·p (0: none).
+    #[config(default = 0.0)]
+    pub weight_decay: f64,
 }
 
 impl FusedSgdConfig {
@@ -32,6 +41,7 @@ impl FusedSgdConfig {
     pub fn init<B: AutodiffKernelBackend>(&self) -> FusedSgd<B> {
         FusedSgd {
             momentum: self.momentum,
+            weight_decay: self.weight_decay,
             velocities: HashMap::new(),
         }
     }
@@ -41,6 +51,7 @@ impl FusedSgdConfig {
 #[derive(Clone)]
 pub struct FusedSgd<B: AutodiffBackend> {
     momentum: f64,
+    weight_decay: f64,
     /// Each parameter's velocity (with momentum), in any shape of the parameter's size.
     velocities: HashMap<ParamId, FloatTensor<B::InnerBackend>>,
 }
@@ -95,6 +106,7 @@ impl<B: AutodiffKernelBackend> FusedSgd<B> {
     fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
         let mut group = Group::<B> {
             grads,
+            weight_decay: (self.weight_decay != 0.0).then_some(self.weight_decay),
             velocities: (self.momentum != 0.0).then_some(&mut self.velocities),
             entries: Vec::new(),
         };
@@ -159,10 +171,11 @@ impl Grads<'_> {
     }
 }
 
-/// Gathers the parameters that have a gradient, with their gradients and (with momentum)
-/// velocities, zeros for a parameter's first step.
+/// Gathers the parameters that have a gradient, with their gradients (weight decay folded
+/// in) and (with momentum) velocities, zeros for a parameter's first step.
 struct Group<'a, B: AutodiffBackend> {
     grads: Grads<'a>,
+    weight_decay: Option<f64>,
     velocities: Option<&'a mut HashMap<ParamId, FloatTensor<B::InnerBackend>>>,
     entries: Vec<Entry<B>>,
 }
@@ -181,6 +194,11 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Group<'_, B> {
         let Some((grad, device)) = self.grads.remove::<B::InnerBackend, D>(param.id) else {
             return;
         };
+        let param_value = param.val().inner().to_device(&device);
+        let grad = match self.weight_decay {
+            Some(decay) => param_value.clone().mul_scalar(decay).add(grad),
+            None => grad,
+        };
         let velocity =
             self.velocities
                 .as_mut()
@@ -194,12 +212,7 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Group<'_, B> {
         self.entries.push(Entry {
             id: param.id,
             device: device.to_id(),
-            param: param
-                .val()
-                .inner()
-                .to_device(&device)
-                .into_primitive()
-                .tensor(),
+            param: param_value.into_primitive().tensor(),
             grad: grad.into_primitive().tensor(),
             velocity,
         });

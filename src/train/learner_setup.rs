@@ -7,19 +7,23 @@ use std::path::Path;
 use burn::lr_scheduler::LrScheduler;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::Optimizer;
+use burn::prelude::Backend;
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::metric::{Adaptor, CudaMetric, ItemLazy};
 use burn::train::{
-    InferenceStep, LearningComponentsMarker, LearningResult, SupervisedTraining, TrainStep,
+    ApplicationLoggerInstaller, FileApplicationLoggerInstaller, InferenceStep,
+    LearningComponentsMarker, LearningResult, SupervisedTraining, TrainStep,
 };
 
 use super::artifacts::{BestEpoch, restore_best_epoch, valid_losses};
-use super::checkpoints::SaveEveryEpoch;
+use super::checkpoints::{Checkpoints, SaveEveryEpoch};
 use super::early_stopping::{PatienceStopping, patience_exhausted};
 use super::recorder::ModelRecorder;
 use super::watch::{StepLoss, TrainingWatch};
 use super::{EpochLineRenderer, TrainError};
-use crate::backend::BackendKind;
+
+/// burn-train's application log, in the artifact directory.
+const EXPERIMENT_LOG: &str = "experiment.log";
 
 /// How long a run trains and where it starts.
 #[derive(Debug, Clone, Copy)]
@@ -61,12 +65,16 @@ impl RunLength {
 
 /// Full-precision checkpoints of every epoch, written atomically ([`restore_best_epoch`]
 /// reloads the best and prunes the others but the last), early stopping on the validation
-/// loss, the resume point, the [`TrainingWatch`], CUDA statistics on the CUDA dashboard,
-/// and one line per epoch instead of the dashboard when stdout is not a terminal.
+/// loss, the resume point, the [`TrainingWatch`], CUDA statistics on the dashboard of a
+/// CUDA device, one line per epoch instead of the dashboard when stdout is not a terminal,
+/// and burn-train's application log `experiment.log` in `dir`. That log is installed here
+/// rather than by `launch` because its panic hook prints a banner: installed before the
+/// out-of-memory guard's hook ([`super::out_of_memory`]), it only sees the panics the guard
+/// lets through. Burn's logger is global: only a process's first run installs it.
 pub fn with_run_settings<B, LR, M, O>(
     training: SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
+    dir: &Path,
     length: RunLength,
-    backend: BackendKind,
 ) -> (
     SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
     TrainingWatch,
@@ -81,7 +89,10 @@ where
     <<M::InnerModule as InferenceStep>::Output as ItemLazy>::ItemSync: Adaptor<StepLoss>,
 {
     let watch = TrainingWatch::new(training.interrupter());
+    // An error only says that an earlier run of this process installed it.
+    let _ = FileApplicationLoggerInstaller::new(dir.join(EXPERIMENT_LOG)).install();
     let mut training = training
+        .with_application_logger(None)
         .with_file_checkpointer(ModelRecorder::new())
         .with_checkpointing_strategy(SaveEveryEpoch)
         .early_stopping(PatienceStopping {
@@ -95,7 +106,7 @@ where
     }
     if std::io::stdout().is_terminal() {
         // NVML statistics are a query per step: worth it on the dashboard, which shows them.
-        if backend == BackendKind::Cuda {
+        if on_cuda::<B>() {
             training = training.metric_train(CudaMetric::new());
         }
     } else {
@@ -114,7 +125,7 @@ pub fn finish_run<B, M>(
     device: &B::Device,
 ) -> Result<BestEpoch<M>, TrainError>
 where
-    B: burn::prelude::Backend,
+    B: Backend,
     M: Module<B>,
 {
     // Dropping the renderer closes the dashboard before anything else is printed.
@@ -125,8 +136,21 @@ where
             step: failure.step,
             loss: failure.loss,
             learning_rate,
-            last_good: super::last_complete_checkpoint(dir)?,
+            last_good: Checkpoints::of(dir).last_complete()?,
         });
     }
     restore_best_epoch(dir, result.model, device)
+}
+
+/// Whether `B` runs on an NVIDIA GPU through CUDA, where NVML has statistics to show.
+fn on_cuda<B: Backend>() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        use std::any::TypeId;
+        TypeId::of::<B::Device>() == TypeId::of::<burn::backend::cuda::CudaDevice>()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
+    }
 }

@@ -1,7 +1,7 @@
 //! An MNIST run: load and split the data, train with burn-train, save the artifacts,
 //! evaluate on the test set.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use burn::data::dataloader::DataLoaderBuilder;
@@ -16,8 +16,9 @@ use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 use super::artifacts::{plot_learning_curves, save_config, save_model};
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
+use super::out_of_memory::fail_on_out_of_memory;
 use super::resume::{begin_run, check_checkpoint_fits};
-use super::{MnistTrainingConfig, RunError, TrainError};
+use super::{MnistTrainingConfig, RunContext, RunError, TrainError};
 use crate::backend::{BackendKind, BackendTask};
 use crate::data::{
     DataError, EpochShuffled, MnistBatcher, MnistData, MnistSource, MnistSubset, Split,
@@ -50,18 +51,16 @@ impl MnistSplits {
 }
 
 /// Trains the configured model on `splits.train` (validating on `splits.valid`), writes the
-/// artifacts into `artifact_dir` and returns the model of the epoch with the lowest
-/// validation loss. With `resume`, continues from the last complete checkpoint there.
+/// artifacts into `run.artifact_dir` and returns the model of the epoch with the lowest
+/// validation loss.
 pub fn train<B: AutodiffKernelBackend>(
     config: &MnistTrainingConfig,
     splits: &MnistSplits,
-    artifact_dir: &Path,
-    backend: BackendKind,
-    resume: bool,
-    device: &B::Device,
+    run: &RunContext<B>,
 ) -> Result<MnistModel<B::InnerBackend>, TrainError> {
     config.validate()?;
-    let resume_after = begin_run(artifact_dir, config, resume)?;
+    let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
+    let resume_after = begin_run(artifact_dir, config, run.resume)?;
     B::seed(device, config.seed);
     let model = config.model.init::<B>(device)?;
     if let Some(epoch) = resume_after {
@@ -87,14 +86,16 @@ pub fn train<B: AutodiffKernelBackend>(
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .metric_train_numeric(LearningRateMetric::new());
     let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
-    let (training, watch) = with_run_settings(training, length, backend);
+    let (training, watch) = with_run_settings(training, artifact_dir, length);
     let optimizer = AdamConfig::new().init();
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * splits.train.len().div_ceil(config.batch_size);
     let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
         .init()
         .map_err(TrainError::Config)?;
-    let result = training.launch(Learner::new(model, optimizer, schedule));
+    let result = fail_on_out_of_memory(config.batch_size, || {
+        training.launch(Learner::new(model, optimizer, schedule))
+    })?;
     let model = finish_run(artifact_dir, result, &watch, config.learning_rate, device)?.model;
     save_config(artifact_dir, config)?;
     save_model(artifact_dir, model.clone())?;
@@ -128,18 +129,12 @@ impl BackendTask for MnistRun {
     /// Test accuracy, 0 to 1.
     type Output = Result<f64, TrainError>;
 
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
         self.config.validate()?;
         let splits = MnistSplits::load(&self.source, &self.config)?;
-        let model = train::<B>(
-            &self.config,
-            &splits,
-            &self.artifact_dir,
-            kind,
-            self.resume,
-            &device,
-        )?;
-        Ok(evaluate(&model, &splits.test, &device))
+        let run = RunContext::<B>::new(self.artifact_dir, device).with_resume(self.resume);
+        let model = train(&self.config, &splits, &run)?;
+        Ok(evaluate(&model, &splits.test, &run.device))
     }
 }
 

@@ -9,8 +9,10 @@ mod epoch_lines;
 mod fused_sgd;
 mod learner_setup;
 mod mnist;
+mod out_of_memory;
 mod recorder;
 mod resume;
+mod run_context;
 pub mod tabular;
 mod watch;
 
@@ -18,9 +20,9 @@ use std::path::PathBuf;
 
 pub use artifacts::{
     BestEpoch, CONFIG_FILE, CURVES_FILE, MODEL_FILE, load_model, plot_learning_curves,
-    restore_best_epoch, save_config, save_model, valid_losses, write_atomically,
+    restore_best_epoch, save_config, save_model, valid_losses,
 };
-pub use checkpoints::SaveEveryEpoch;
+pub use checkpoints::{CHECKPOINT_DIR, SaveEveryEpoch, last_complete_checkpoint};
 pub use config::MnistTrainingConfig;
 pub use early_stopping::{PatienceStopping, patience_exhausted};
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
@@ -28,9 +30,11 @@ pub use fused_sgd::{FusedSgd, FusedSgdConfig};
 pub use learner_setup::{RunLength, finish_run, with_run_settings};
 pub use mnist::{MnistRun, MnistSplits, accuracy_line, evaluate, train};
 pub use recorder::ModelRecorder;
-pub use resume::{CHECKPOINT_DIR, begin_run, last_complete_checkpoint};
+pub use resume::begin_run;
+pub use run_context::RunContext;
 pub use watch::{NonFiniteLoss, StepLoss, TrainingWatch};
 
+use crate::atomic_file::WriteError;
 use crate::data::DataError;
 use crate::model::ModelError;
 use crate::plot::PlotError;
@@ -84,4 +88,15 @@ pub enum TrainError {
         learning_rate: f64,
         last_good: Option<usize>,
     },
+    #[error(
+        "out of GPU memory at batch size {batch_size}: lower --batch-size (or \
+         training.batch_size in the run file)"
+    )]
+    OutOfGpuMemory { batch_size: usize },
+}
+
+impl From<WriteError> for TrainError {
+    fn from(WriteError { path, source }: WriteError) -> Self {
+        TrainError::Io { path, source }
+    }
 }

@@ -4,7 +4,7 @@
 //! different settings is refused instead of silently mixing two runs.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -13,15 +13,11 @@ use burn::module::Module;
 use burn::prelude::Backend;
 
 use super::TrainError;
-use super::artifacts::load_record;
-use super::recorder::PARTIAL_PREFIX;
+use super::checkpoints::Checkpoints;
+use crate::atomic_file::write_atomically;
 
-/// Subdirectory of the artifact directory holding burn-train's checkpoints.
-pub const CHECKPOINT_DIR: &str = "checkpoint";
-/// The settings a run was started with, inside [`CHECKPOINT_DIR`].
-const RUN_SETTINGS: &str = "run-settings.json";
-/// Files burn-train's checkpointer writes for each epoch.
-const CHECKPOINT_PARTS: [&str; 3] = ["model", "optim", "scheduler"];
+/// burn-train's metric logs, one `epoch-<k>` directory per epoch in each.
+const METRIC_LOG_DIRS: [&str; 2] = ["train", "valid"];
 /// Settings that may change between a run and its resume: how long it trains and the step
 /// size (lowering the learning rate is the usual answer to a diverged run).
 const MAY_CHANGE: [&str; 3] = ["epochs", "patience", "learning_rate"];
@@ -35,22 +31,26 @@ pub fn begin_run<S: Serialize>(
     resume: bool,
 ) -> Result<Option<usize>, TrainError> {
     let settings = serde_json::to_value(settings).expect("settings serialize to JSON");
-    let checkpoints = dir.join(CHECKPOINT_DIR);
+    let settings_json = serde_json::to_string_pretty(&settings).expect("JSON values print");
+    let checkpoints = Checkpoints::of(dir);
     let resume_after = match resume {
-        true => last_complete_checkpoint(dir)?,
+        true => checkpoints.last_complete()?,
         false => None,
     };
     let Some(epoch) = resume_after else {
-        for stale in ["train", "valid", CHECKPOINT_DIR] {
-            remove_dir(&dir.join(stale))?;
+        for stale in METRIC_LOG_DIRS.iter().map(|log| dir.join(log)) {
+            remove_dir(&stale)?;
         }
-        fs::create_dir_all(&checkpoints).map_err(io_err(&checkpoints))?;
-        let json = serde_json::to_string_pretty(&settings).expect("JSON values print");
-        super::write_atomically(&checkpoints.join(RUN_SETTINGS), json.as_bytes())?;
+        remove_dir(checkpoints.dir())?;
+        fs::create_dir_all(checkpoints.dir()).map_err(|source| TrainError::Io {
+            path: checkpoints.dir().to_path_buf(),
+            source,
+        })?;
+        write_atomically(&checkpoints.run_settings(), settings_json.as_bytes())?;
         return Ok(None);
     };
 
-    let saved_path = checkpoints.join(RUN_SETTINGS);
+    let saved_path = checkpoints.run_settings();
     let saved: Value = fs::read_to_string(&saved_path)
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -71,21 +71,18 @@ pub fn begin_run<S: Serialize>(
         });
     }
     // Later epochs' checkpoints are incomplete, their metric logs belong to the lost work.
-    for entry in fs::read_dir(&checkpoints).map_err(io_err(&checkpoints))? {
-        let path = entry.map_err(io_err(&checkpoints))?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let later = checkpoint_epoch(name).is_some_and(|(_, e)| e > epoch);
-        if name.starts_with(PARTIAL_PREFIX) || later {
-            fs::remove_file(&path).map_err(io_err(&path))?;
-        }
-    }
-    for split in ["train", "valid"] {
-        let split_dir = dir.join(split);
+    checkpoints.discard_after(epoch)?;
+    for split_dir in METRIC_LOG_DIRS.iter().map(|log| dir.join(log)) {
         let Ok(entries) = fs::read_dir(&split_dir) else {
             continue;
         };
         for entry in entries {
-            let path = entry.map_err(io_err(&split_dir))?.path();
+            let path = entry
+                .map_err(|source| TrainError::Io {
+                    path: split_dir.clone(),
+                    source,
+                })?
+                .path();
             let logged_epoch = path
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -96,8 +93,7 @@ pub fn begin_run<S: Serialize>(
             }
         }
     }
-    let json = serde_json::to_string_pretty(&settings).expect("JSON values print");
-    super::write_atomically(&saved_path, json.as_bytes())?;
+    write_atomically(&saved_path, settings_json.as_bytes())?;
     Ok(Some(epoch))
 }
 
@@ -109,47 +105,9 @@ pub fn check_checkpoint_fits<B: Backend, M: Module<B>>(
     model: &M,
     device: &B::Device,
 ) -> Result<(), TrainError> {
-    let path = dir.join(CHECKPOINT_DIR).join(format!("model-{epoch}.mpk"));
-    load_record(&path, model.clone(), device).map(|_| ())
-}
-
-/// The newest epoch in `dir` with all of its checkpoint files, if any.
-pub fn last_complete_checkpoint(dir: &Path) -> Result<Option<usize>, TrainError> {
-    let checkpoints = dir.join(CHECKPOINT_DIR);
-    let Ok(entries) = fs::read_dir(&checkpoints) else {
-        return Ok(None);
-    };
-    let mut found: Vec<(String, usize)> = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(io_err(&checkpoints))?.path();
-        if let Some((part, epoch)) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(checkpoint_epoch)
-        {
-            found.push((part.to_string(), epoch));
-        }
-    }
-    let complete = |epoch: usize| {
-        CHECKPOINT_PARTS
-            .iter()
-            .all(|part| found.contains(&(part.to_string(), epoch)))
-    };
-    Ok(found
-        .iter()
-        .map(|&(_, epoch)| epoch)
-        .filter(|&epoch| complete(epoch))
-        .max())
-}
-
-/// `("model", 3)` for `model-3.mpk`.
-fn checkpoint_epoch(file_name: &str) -> Option<(&str, usize)> {
-    let stem = file_name.strip_suffix(".mpk")?;
-    let (part, epoch) = stem.rsplit_once('-')?;
-    CHECKPOINT_PARTS
-        .contains(&part)
-        .then_some(())
-        .and(epoch.parse().ok().map(|e| (part, e)))
+    Checkpoints::of(dir)
+        .load_model(epoch, model.clone(), device)
+        .map(|_| ())
 }
 
 /// Paths (`optimizer.momentum`) where `old` and `new` differ, ignoring [`MAY_CHANGE`].
@@ -183,16 +141,11 @@ fn differences(old: &Value, new: &Value, path: &str) -> Vec<String> {
 
 fn remove_dir(path: &Path) -> Result<(), TrainError> {
     match fs::remove_dir_all(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path)(e)),
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(TrainError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
         _ => Ok(()),
-    }
-}
-
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
-    let path: PathBuf = path.to_path_buf();
-    move |source| TrainError::Io {
-        path: path.clone(),
-        source,
     }
 }
 
@@ -200,15 +153,6 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn checkpoint_names() {
-        assert_eq!(checkpoint_epoch("model-12.mpk"), Some(("model", 12)));
-        assert_eq!(checkpoint_epoch("optim-1.mpk"), Some(("optim", 1)));
-        assert_eq!(checkpoint_epoch(".partial-model-3.mpk"), None);
-        assert_eq!(checkpoint_epoch("model-x.mpk"), None);
-        assert_eq!(checkpoint_epoch("run-settings.json"), None);
-    }
 
     #[test]
     fn only_fixed_settings_count_as_differences() {
@@ -221,18 +165,5 @@ mod tests {
             ["hidden", "optimizer.momentum"]
         );
         assert!(differences(&old, &old, "").is_empty());
-    }
-
-    #[test]
-    fn last_complete_checkpoint_needs_every_part() {
-        let dir = tempfile::tempdir().unwrap();
-        let checkpoints = dir.path().join(CHECKPOINT_DIR);
-        fs::create_dir_all(&checkpoints).unwrap();
-        assert_eq!(last_complete_checkpoint(dir.path()).unwrap(), None);
-        for name in ["model-1", "optim-1", "scheduler-1", "model-2", "optim-2"] {
-            fs::write(checkpoints.join(format!("{name}.mpk")), b"x").unwrap();
-        }
-        fs::write(checkpoints.join(".partial-scheduler-2.mpk"), b"x").unwrap();
-        assert_eq!(last_complete_checkpoint(dir.path()).unwrap(), Some(1));
     }
 }

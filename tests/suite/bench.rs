@@ -43,7 +43,7 @@ fn point(model: BenchModel, batch: usize, filters: Option<usize>) -> Point {
 }
 
 #[test]
-fn default_sweep_is_seed_001s_and_cpu_caps_apply_to_cpu_variants_only() {
+fn default_sweep_is_the_batch_and_filter_sweeps_and_cpu_caps_apply_to_cpu_variants_only() {
     let sweep = Sweep::default();
     let points = sweep.points();
     let simple: Vec<_> = points

@@ -1,10 +1,11 @@
 //! cubenet's group SGD against Burn's `Sgd` on a LeNet (8 parameters of ranks 1, 2 and 4),
 //! through the default bodies on NdArray: the gathering of parameters, gradients and
-//! velocities, and putting the updates back, not the kernels (those are tested on the GPU
-//! runtimes in `cubenet-kernels`).
+//! velocities, weight decay folded into the gradients, and putting the updates back, not the
+//! kernels (those are tested on the GPU runtimes in `cubenet-kernels`).
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::prelude::*;
@@ -79,16 +80,21 @@ fn assert_close(ours: &[Vec<f32>], burn: &[Vec<f32>]) {
 }
 
 #[test]
-fn fused_sgd_matches_burns_sgd_with_and_without_momentum() {
-    for momentum in [0.0, 0.9] {
-        let burn_config = SgdConfig::new().with_momentum((momentum > 0.0).then(|| {
-            MomentumConfig::new()
-                .with_momentum(momentum)
-                .with_dampening(0.0)
-        }));
+fn fused_sgd_matches_burns_sgd_with_and_without_momentum_and_weight_decay() {
+    for (momentum, decay) in [(0.0, 0.0), (0.9, 0.0), (0.0, 0.01), (0.9, 0.01)] {
+        let burn_config = SgdConfig::new()
+            .with_momentum((momentum > 0.0).then(|| {
+                MomentumConfig::new()
+                    .with_momentum(momentum)
+                    .with_dampening(0.0)
+            }))
+            .with_weight_decay((decay > 0.0).then(|| WeightDecayConfig::new(decay as f32)));
         let start = lenet();
         let burn = train(start.clone(), &mut burn_config.init(), STEPS);
-        let mut fused = FusedSgdConfig::new().with_momentum(momentum).init();
+        let mut fused = FusedSgdConfig::new()
+            .with_momentum(momentum)
+            .with_weight_decay(decay)
+            .init();
         let ours = train(start.clone(), &mut fused, STEPS);
         assert_ne!(
             values(&ours),

@@ -63,6 +63,46 @@ fn simple_cnn_has_the_seed_parameter_count() {
     assert_eq!(burn::module::Module::num_params(&model), 320 + 54_080 + 10);
 }
 
+/// Each MLP layer computes activation(W·x + b) with W stored `[outputs, inputs]`: checked by
+/// hand through a ReLU layer (inside the dense kernels on a GPU), a tanh and a σ(2x) one,
+/// all with square weights, which a transposed W would pass shape checks with.
+#[test]
+fn mlp_layers_apply_their_weight_rows_and_activations() {
+    let device = Default::default();
+    let gained = Activation::SigmoidGain { gain: 2.0 };
+    let mlp = MlpConfig::new(3, vec![3, 3, 3], 3)
+        .with_layer_activations(vec![Activation::Relu, Activation::Tanh, gained])
+        .init::<B>(&device)
+        .unwrap();
+    let activations: [fn(f32) -> f32; 4] = [
+        |z| z.max(0.0),
+        f32::tanh,
+        |z| 1.0 / (1.0 + (-2.0 * z).exp()),
+        |z| z,
+    ];
+    let x = [0.5f32, -1.0, 2.0];
+    let mut expected = x.to_vec();
+    for (layer, activation) in mlp.layers().iter().zip(activations) {
+        let weight = layer.weight().into_data().to_vec::<f32>().unwrap();
+        let bias = layer.bias().into_data().to_vec::<f32>().unwrap();
+        expected = weight
+            .chunks_exact(expected.len())
+            .zip(bias)
+            .map(|(row, b)| {
+                activation(row.iter().zip(&expected).map(|(w, v)| w * v).sum::<f32>() + b)
+            })
+            .collect();
+    }
+    let got = mlp
+        .forward(Tensor::from_floats([x], &device))
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap();
+    for (g, e) in got.iter().zip(&expected) {
+        assert!((g - e).abs() < 1e-5, "{got:?} vs {expected:?}");
+    }
+}
+
 #[test]
 fn impossible_geometry_names_the_layer() {
     let device = Default::default();

@@ -1,18 +1,18 @@
-//! Tabular runs: convergence on the seeds' problems, the SGD update against a hand-computed
-//! one, every CSV error case, and save → load → predict.
+//! Tabular runs: convergence on the built-in tabular problems, the SGD update against a
+//! hand-computed one, every CSV error case, and save → load → predict.
 
 use std::path::Path;
 
 use burn::backend::{Autodiff, NdArray};
+use burn::nn::{Linear, LinearConfig};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
-use cubenet::backend::BackendKind;
 use cubenet::data::{DataError, SplitRatios, Table, TableSource, synthetic};
 use cubenet::model::{Activation, MlpConfig, ModelError, TabularNet, Task};
-use cubenet::train::TrainError;
 use cubenet::train::tabular::{
     OptimizerConfig, Rows, TabularConfig, TabularModel, TabularSplits, TestMetrics, train,
 };
+use cubenet::train::{RunContext, TrainError, load_model, save_model};
 
 type Cpu = Autodiff<NdArray>;
 
@@ -42,13 +42,10 @@ fn xor_net_gets_all_four_points() {
         .with_epochs(600)
         .with_patience(600)
         .with_standardize(false);
-    let (model, report) = train::<Cpu>(
+    let (model, report) = train(
         &config,
         &splits,
-        dir.path(),
-        BackendKind::Ndarray,
-        false,
-        &Default::default(),
+        &RunContext::<Cpu>::new(dir.path(), Default::default()),
     )
     .unwrap();
     assert_eq!(
@@ -85,13 +82,10 @@ fn train_quadrants(dir: &Path) -> (TabularModel<NdArray>, Rows, TestMetrics) {
     synthetic::quadrants(8000, 3).write_csv(&csv).unwrap();
     let config = quadrant_config();
     let splits = TabularSplits::load(&TableSource::Csv(csv.clone()), &config).unwrap();
-    let (model, report) = train::<Cpu>(
+    let (model, report) = train(
         &config,
         &splits,
-        dir,
-        BackendKind::Ndarray,
-        false,
-        &Default::default(),
+        &RunContext::<Cpu>::new(dir, Default::default()),
     )
     .unwrap();
     assert_eq!(report.rows, [5600, 1200, 1200]);
@@ -181,13 +175,10 @@ fn multiclass_finds_its_classes_and_learns() {
         .with_epochs(15);
     let splits = TabularSplits::load(&TableSource::Csv(csv.clone()), &config).unwrap();
     assert_eq!(splits.classes, 4);
-    let (model, report) = train::<Cpu>(
+    let (model, report) = train(
         &config,
         &splits,
-        dir.path(),
-        BackendKind::Ndarray,
-        false,
-        &Default::default(),
+        &RunContext::<Cpu>::new(dir.path(), Default::default()),
     )
     .unwrap();
     assert_eq!(model.config.classes, Some(4));
@@ -197,7 +188,7 @@ fn multiclass_finds_its_classes_and_learns() {
     assert!(accuracy > 0.97, "test accuracy {accuracy}");
 }
 
-/// Two SGD steps with momentum α and L2 λ against the seeds' update written out by hand:
+/// Two SGD steps with momentum α and L2 λ against the update formula written out by hand:
 /// Δw(t+1) = −η ∂E/∂w + α Δw(t) − η λ w(t).
 #[test]
 fn sgd_momentum_l2_matches_the_hand_computed_update() {
@@ -215,15 +206,8 @@ fn sgd_momentum_l2_matches_the_hand_computed_update() {
     };
     let params = |net: &TabularNet<Cpu>| -> [f64; 3] {
         let layer = &net.mlp.layers()[0];
-        let w = layer.weight.val().into_data().into_vec::<f32>().unwrap();
-        let b = layer
-            .bias
-            .as_ref()
-            .unwrap()
-            .val()
-            .into_data()
-            .into_vec::<f32>()
-            .unwrap();
+        let w = layer.weight().into_data().into_vec::<f32>().unwrap();
+        let b = layer.bias().into_data().into_vec::<f32>().unwrap();
         [w[0].into(), w[1].into(), b[0].into()]
     };
     // ∂E/∂(w1, w2, b) of the mean squared error, in f64.
@@ -239,7 +223,7 @@ fn sgd_momentum_l2_matches_the_hand_computed_update() {
         g
     };
 
-    let mut optimizer = OptimizerConfig::sgd(alpha, lambda).init::<Cpu, TabularNet<Cpu>>();
+    let mut optimizer = OptimizerConfig::sgd(alpha, lambda).init::<Cpu>();
     let mut net = net;
     let mut w = params(&net);
     let mut delta = [0.0f64; 3];
@@ -262,6 +246,38 @@ fn sgd_momentum_l2_matches_the_hand_computed_update() {
             );
         }
     }
+}
+
+/// Until the MLP ran on cubenet's dense layers, its layers were Burn `Linear`s with weights
+/// stored `[inputs, outputs]`. A model saved then is refused, even one whose weights are all
+/// square (so that every shape matches) rather than loaded transposed.
+#[test]
+fn models_saved_with_linear_layers_are_refused() {
+    #[derive(Module, Debug)]
+    struct LinearMlp<B: Backend> {
+        layers: Vec<Linear<B>>,
+    }
+    #[derive(Module, Debug)]
+    struct LinearTabularNet<B: Backend> {
+        mlp: LinearMlp<B>,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let device = Default::default();
+    let square = || LinearConfig::new(2, 2).init::<NdArray>(&device);
+    let saved = LinearTabularNet {
+        mlp: LinearMlp {
+            layers: vec![square(), square()],
+        },
+    };
+    save_model(dir.path(), saved).unwrap();
+    let net = TabularNet::<NdArray> {
+        mlp: MlpConfig::new(2, vec![2], 2).init(&device).unwrap(),
+        task: Task::Regression,
+    };
+    let err = load_model(dir.path(), net, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing field `dense`"), "{err}");
 }
 
 fn parse(csv: &str, columns: &[&str]) -> Result<Table, DataError> {

@@ -8,7 +8,8 @@ use cubenet::backend::BackendKind;
 use cubenet::data::MnistSource;
 use cubenet::model::{MlpConfig, MnistModelConfig, SimpleCnnConfig};
 use cubenet::train::{
-    CONFIG_FILE, CURVES_FILE, MODEL_FILE, MnistSplits, MnistTrainingConfig, evaluate, train,
+    CONFIG_FILE, CURVES_FILE, MODEL_FILE, MnistSplits, MnistTrainingConfig, RunContext, evaluate,
+    train,
 };
 
 type B = Autodiff<NdArray>;
@@ -29,17 +30,9 @@ fn seeded_simple_cnn_learns_digits_from_2000_images() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let device = Default::default();
-    let model = train::<B>(
-        &config,
-        &splits,
-        dir.path(),
-        BackendKind::Ndarray,
-        false,
-        &device,
-    )
-    .unwrap();
-    let accuracy = evaluate(&model, &splits.test, &device);
+    let run = RunContext::<B>::new(dir.path(), Default::default());
+    let model = train(&config, &splits, &run).unwrap();
+    let accuracy = evaluate(&model, &splits.test, &run.device);
     assert!(accuracy >= 0.85, "test accuracy {accuracy}");
 
     for file in [CONFIG_FILE, MODEL_FILE, CURVES_FILE] {
@@ -63,17 +56,9 @@ fn mlp_trains_on_flattened_digits() {
         .with_limit_test(Some(500));
     let splits = MnistSplits::load(&crate::common::mnist_source(), &config).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let device = Default::default();
-    let model = train::<B>(
-        &config,
-        &splits,
-        dir.path(),
-        BackendKind::Ndarray,
-        false,
-        &device,
-    )
-    .unwrap();
-    let accuracy = evaluate(&model, &splits.test, &device);
+    let run = RunContext::<B>::new(dir.path(), Default::default());
+    let model = train(&config, &splits, &run).unwrap();
+    let accuracy = evaluate(&model, &splits.test, &run.device);
     assert!(accuracy >= 0.75, "test accuracy {accuracy}");
 }
 

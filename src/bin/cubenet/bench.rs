@@ -1,7 +1,7 @@
 //! `cubenet bench`, the backend-swap benchmark: the same training step on every backend
 //! compiled in — ndarray on all cores and on one thread, CUDA and wgpu with Burn's kernels
-//! and with cubenet's — over seed 001's sweeps, plus per-phase breakdowns and one real MNIST
-//! epoch; tables, CSV, JSON and plots.
+//! and with cubenet's — over the batch and filter sweeps, plus per-phase breakdowns and one
+//! real MNIST epoch; tables, CSV, JSON and plots.
 //!
 //! ```text
 //! cargo run --release --features cuda -- bench \
@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
+use cubenet::atomic_file::write_atomically;
 use cubenet::backend::BackendError;
 use cubenet::bench::{
     BenchModel, BenchPlan, EpochPlan, Measurement, Point, Protocol, Report, Sweep, Variant,
@@ -29,24 +30,19 @@ pub struct Args {
     #[arg(long, value_enum, value_delimiter = ',')]
     variants: Vec<Variant>,
     /// Networks to time
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "simple,lenet,mlp"
-    )]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Sweep::default().models)]
     models: Vec<BenchModel>,
     /// Batch sizes of the batch sweep
-    #[arg(long, value_delimiter = ',', default_value = "100,250,500,1000")]
+    #[arg(long, value_delimiter = ',', default_values_t = Sweep::default().batches)]
     batches: Vec<usize>,
-    /// Filter counts d of the seed CNN's filter sweep
-    #[arg(long, value_delimiter = ',', default_value = "32,64,128,256")]
+    /// Filter counts d of the single-conv CNN's filter sweep
+    #[arg(long, value_delimiter = ',', default_values_t = Sweep::default().filters)]
     filters: Vec<usize>,
     /// Batch size of the filter sweep
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = Sweep::default().filter_sweep_batch)]
     sweep_filters_at_batch: usize,
-    /// Filter count of the seed CNN in the batch sweep
-    #[arg(long, default_value_t = 256)]
+    /// Filter count of the single-conv CNN in the batch sweep
+    #[arg(long, default_value_t = Sweep::default().batch_sweep_filters)]
     sweep_batches_at_filters: usize,
     /// Untimed steps before timing (GPU variants)
     #[arg(long, default_value_t = 10)]
@@ -81,7 +77,7 @@ pub struct Args {
     /// Batch size of the real epoch
     #[arg(long, default_value_t = 1000)]
     epoch_batch: usize,
-    /// Filters of the real epoch's seed CNN
+    /// Filters of the real epoch's single-conv CNN
     #[arg(long, default_value_t = 256)]
     epoch_filters: usize,
     /// Train the real epoch on only the first N images
@@ -203,7 +199,7 @@ fn run_single_thread_child(args: &Args) -> anyhow::Result<Report> {
         merge: Vec::new(),
         ..args.clone()
     };
-    std::fs::write(&plan_path, serde_json::to_string(&child_args)?)?;
+    write_atomically(&plan_path, serde_json::to_string(&child_args)?.as_bytes())?;
     let mut command = Command::new(std::env::current_exe()?);
     command.args(["bench", "--child-plan"]).arg(&plan_path);
     for var in THREAD_VARS {
@@ -271,7 +267,7 @@ fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     report.write_json(&dir.join(RESULTS_JSON))?;
     report.write_csv(&dir.join("results.csv"))?;
-    std::fs::write(dir.join("results.md"), report.markdown())?;
+    write_atomically(&dir.join("results.md"), report.markdown().as_bytes())?;
     if !report.steps.is_empty() {
         for path in report.plot(dir)? {
             eprintln!("wrote {}", path.display());

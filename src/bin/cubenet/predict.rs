@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
+use cubenet::atomic_file::write_atomically;
 use cubenet::data::{IMAGE_SIDE, read_digits};
 use cubenet::model::MnistModel;
 
@@ -38,7 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     for (i, (digit, p)) in lines.iter().enumerate() {
                         text.push_str(&format!("{i},{digit},{p:.6}\n"));
                     }
-                    cubenet::train::write_atomically(path, text.as_bytes())?;
+                    write_atomically(path, text.as_bytes())?;
                     println!("wrote {} predictions to {}", lines.len(), path.display());
                 }
                 None => {

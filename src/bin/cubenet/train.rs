@@ -2,17 +2,18 @@
 
 use std::path::{Path, PathBuf};
 
+use cubenet::atomic_file::write_atomically;
 use cubenet::backend::BackendKind;
 use cubenet::run_config::{DataSection, Job, RunConfig};
 use cubenet::train::tabular::{OptimizerConfig, TabularRun};
-use cubenet::train::{MnistRun, accuracy_line, last_complete_checkpoint, write_atomically};
+use cubenet::train::{MnistRun, accuracy_line, last_complete_checkpoint};
 
 /// The resolved run file saved in the artifact directory, for `eval` and `predict`.
 pub const RUN_FILE: &str = "run.toml";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Run file (TOML; see configs/) [default: the seed CNN on MNIST]
+    /// Run file (TOML; see configs/) [default: the single-conv CNN on MNIST]
     #[arg(long)]
     config: Option<PathBuf>,
     /// Set a key of the run file, e.g. `--set training.epochs=5` (repeatable)

@@ -1,22 +1,21 @@
 //! Settings of a tabular run, saved as `config.json` next to the model.
 
+use burn::optim::AdamConfig;
 use burn::optim::decay::WeightDecayConfig;
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, SgdConfig};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::data::SplitRatios;
 use crate::model::{Activation, MlpConfig, Task};
-use crate::train::TrainError;
+use crate::train::{FusedSgdConfig, TrainError};
 
 /// How the weights move.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum OptimizerConfig {
-    /// The seeds' update: Δw(t+1) = −η ∂E/∂w + α Δw(t) − η λ w, with learning rate η,
-    /// momentum α and L2 penalty λ (Burn's SGD with undampened momentum and weight decay
-    /// computes exactly this).
+    /// Δw(t+1) = −η ∂E/∂w + α Δw(t) − η λ w, with learning rate η, momentum α and L2
+    /// penalty λ: SGD with undampened momentum and weight decay, run by [`FusedSgdConfig`]
+    /// (one update launch for the whole network on a GPU).
     Sgd {
         learning_rate: f64,
         #[serde(default)]
@@ -51,16 +50,11 @@ impl OptimizerConfig {
         }
     }
 
-    /// Burn's SGD configured as the seeds' update.
-    pub fn sgd(momentum: f64, l2: f64) -> SgdConfig {
-        SgdConfig::new()
-            .with_momentum((momentum > 0.0).then(|| {
-                MomentumConfig::new()
-                    .with_momentum(momentum)
-                    .with_dampening(0.0)
-                    .with_nesterov(false)
-            }))
-            .with_weight_decay((l2 > 0.0).then(|| WeightDecayConfig::new(l2 as f32)))
+    /// SGD with momentum α and L2 penalty λ, as [`OptimizerConfig::Sgd`] describes.
+    pub fn sgd(momentum: f64, l2: f64) -> FusedSgdConfig {
+        FusedSgdConfig::new()
+            .with_momentum(momentum)
+            .with_weight_decay(l2)
     }
 
     /// Burn's Adam with an L2 penalty.

@@ -23,8 +23,9 @@ pub use model_files::{PREPROCESSING_FILE, TabularModel};
 
 use super::artifacts::{BestEpoch, plot_learning_curves};
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
+use super::out_of_memory::fail_on_out_of_memory;
 use super::resume::{begin_run, check_checkpoint_fits};
-use super::{RunError, TrainError};
+use super::{RunContext, RunError, TrainError};
 use crate::backend::{BackendKind, BackendTask};
 use crate::data::{DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource};
 use crate::model::{TabularNet, Task};
@@ -198,23 +199,20 @@ impl std::fmt::Display for TabularReport {
 }
 
 /// Trains the configured network on `splits`, writes the artifacts (config, preprocessing,
-/// model, metric logs, `curves.png`) into `artifact_dir` and returns the model of the epoch
-/// with the lowest validation loss. With `resume`, continues from the last complete
-/// checkpoint in `artifact_dir`.
+/// model, metric logs, `curves.png`) into `run.artifact_dir` and returns the model of the
+/// epoch with the lowest validation loss.
 pub fn train<B: AutodiffKernelBackend>(
     config: &TabularConfig,
     splits: &TabularSplits,
-    artifact_dir: &Path,
-    backend: BackendKind,
-    resume: bool,
-    device: &B::Device,
+    run: &RunContext<B>,
 ) -> Result<(TabularModel<B::InnerBackend>, TabularReport), TrainError> {
     config.validate()?;
     let mut config = config.clone();
     if config.task == Task::Multiclass {
         config.classes = Some(splits.classes);
     }
-    let resume_after = begin_run(artifact_dir, &config, resume)?;
+    let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
+    let resume_after = begin_run(artifact_dir, &config, run.resume)?;
     B::seed(device, config.seed);
     let net = TabularNet {
         mlp: config.mlp(splits.classes).init::<B>(device)?,
@@ -228,14 +226,12 @@ pub fn train<B: AutodiffKernelBackend>(
     let fit = Fit {
         config: &config,
         splits,
-        artifact_dir,
-        backend,
+        run,
         resume_after,
-        device,
     };
     let fitted = match config.optimizer {
         OptimizerConfig::Sgd { momentum, l2, .. } => {
-            fit.run(net, OptimizerConfig::sgd(momentum, l2).init())
+            fit.run(net, OptimizerConfig::sgd(momentum, l2).init::<B>())
         }
         OptimizerConfig::Adam { l2, .. } => fit.run(net, OptimizerConfig::adam(l2).init()),
     };
@@ -285,10 +281,8 @@ struct Fitted<M> {
 struct Fit<'a, B: AutodiffKernelBackend> {
     config: &'a TabularConfig,
     splits: &'a TabularSplits,
-    artifact_dir: &'a Path,
-    backend: BackendKind,
+    run: &'a RunContext<B>,
     resume_after: Option<usize>,
-    device: &'a B::Device,
 }
 
 impl<B: AutodiffKernelBackend> Fit<'_, B> {
@@ -301,7 +295,8 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
     where
         O: Optimizer<TabularNet<B>, B> + 'static,
     {
-        let (config, splits, device) = (self.config, self.splits, self.device);
+        let (config, splits) = (self.config, self.splits);
+        let (artifact_dir, device) = (self.run.artifact_dir.as_path(), &self.run.device);
         // The device copies are standardized; the splits stay raw for evaluation.
         let standardized = |rows: &Rows| {
             let mut inputs = rows.inputs.clone();
@@ -334,7 +329,7 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
         .set_device(device.clone())
         .build(InMemDataset::new((0..valid_rows).collect()));
 
-        let mut training = SupervisedTraining::new(self.artifact_dir, train_loader, valid_loader)
+        let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
             .metric_train_numeric(LossMetric::new())
             .metric_valid_numeric(LossMetric::new());
         if config.task.is_classification() {
@@ -343,15 +338,17 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
                 .metric_valid_numeric(AccuracyMetric::new());
         }
         let length = RunLength::new(
-            self.artifact_dir,
+            artifact_dir,
             config.epochs,
             config.patience,
             self.resume_after,
         )?;
-        let (training, watch) = with_run_settings(training, length, self.backend);
+        let (training, watch) = with_run_settings(training, artifact_dir, length);
         let learning_rate = config.optimizer.learning_rate();
-        let result = training.launch(Learner::new(net, optimizer, learning_rate));
-        let best = finish_run(self.artifact_dir, result, &watch, learning_rate, device)?;
+        let result = fail_on_out_of_memory(batch, || {
+            training.launch(Learner::new(net, optimizer, learning_rate))
+        })?;
+        let best = finish_run(artifact_dir, result, &watch, learning_rate, device)?;
         Ok(Fitted {
             best,
             epoch_seconds: watch.epoch_seconds(),
@@ -381,17 +378,11 @@ impl TabularRun {
 impl BackendTask for TabularRun {
     type Output = Result<TabularReport, TrainError>;
 
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
         self.config.validate()?;
         let splits = TabularSplits::load(&self.data, &self.config)?;
-        let (_, report) = train::<B>(
-            &self.config,
-            &splits,
-            &self.artifact_dir,
-            kind,
-            self.resume,
-            &device,
-        )?;
+        let run = RunContext::<B>::new(self.artifact_dir, device).with_resume(self.resume);
+        let (_, report) = train(&self.config, &splits, &run)?;
         Ok(report)
     }
 }

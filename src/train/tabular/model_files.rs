@@ -4,13 +4,13 @@
 use std::path::Path;
 
 use burn::prelude::*;
+use cubenet_kernels::KernelBackend;
 
 use super::{TabularConfig, TestMetrics};
-use crate::data::{DataError, Standardizer, Table, write_csv_atomically};
+use crate::atomic_file::{write_atomically, write_atomically_with};
+use crate::data::{DataError, Standardizer, Table};
 use crate::model::{TabularNet, Task};
-use crate::train::{
-    CONFIG_FILE, TrainError, load_model, save_config, save_model, write_atomically,
-};
+use crate::train::{CONFIG_FILE, TrainError, load_model, save_config, save_model};
 
 /// File name of the feature standardization (JSON; `null` when the run did not standardize).
 pub const PREPROCESSING_FILE: &str = "preprocessing.json";
@@ -27,7 +27,7 @@ pub struct TabularModel<B: Backend> {
     pub net: TabularNet<B>,
 }
 
-impl<B: Backend> TabularModel<B> {
+impl<B: KernelBackend> TabularModel<B> {
     /// Writes `config.json`, `preprocessing.json` and `model.mpk` into `dir`.
     pub fn save(&self, dir: &Path) -> Result<(), TrainError> {
         save_config(dir, &self.config)?;
@@ -157,7 +157,8 @@ impl<B: Backend> TabularModel<B> {
             path: input.to_path_buf(),
             reason: e.to_string(),
         })?;
-        write_csv_atomically(output, |writer| {
+        write_atomically_with(output, |partial| {
+            let mut writer = csv::Writer::from_path(partial)?;
             let mut header = reader.headers()?.clone();
             header.extend(predicted.columns.iter());
             writer.write_record(&header)?;
@@ -166,7 +167,7 @@ impl<B: Backend> TabularModel<B> {
                 record.extend(predicted.row(i).iter().map(|v| v.to_string()));
                 writer.write_record(&record)?;
             }
-            Ok(())
+            writer.flush()
         })?;
         Ok(predicted.rows())
     }
