@@ -18,6 +18,7 @@ use burn::train::{
 use super::artifacts::{BestEpoch, restore_best_epoch, valid_losses};
 use super::checkpoints::{Checkpoints, SaveEveryEpoch};
 use super::early_stopping::{PatienceStopping, patience_exhausted};
+use super::metric_logs::EpochMetricLogger;
 use super::recorder::ModelRecorder;
 use super::watch::{StepLoss, TrainingWatch};
 use super::{EpochLineRenderer, TrainError};
@@ -65,7 +66,8 @@ impl RunLength {
 
 /// Full-precision checkpoints of every epoch, written atomically ([`restore_best_epoch`]
 /// reloads the best and prunes the others but the last), early stopping on the validation
-/// loss, the resume point, the [`TrainingWatch`], CUDA statistics on the dashboard of a
+/// loss, the resume point, metric logs numbered by the true epoch after a resume
+/// ([`EpochMetricLogger`]), the [`TrainingWatch`], CUDA statistics on the dashboard of a
 /// CUDA device, one line per epoch instead of the dashboard when stdout is not a terminal,
 /// and burn-train's application log `experiment.log` in `dir`. That log is installed here
 /// rather than by `launch` because its panic hook prints a banner: installed before the
@@ -93,6 +95,7 @@ where
     let _ = FileApplicationLoggerInstaller::new(dir.join(EXPERIMENT_LOG)).install();
     let mut training = training
         .with_application_logger(None)
+        .with_metric_logger(EpochMetricLogger::new(dir, length.resume_after))
         .with_file_checkpointer(ModelRecorder::new())
         .with_checkpointing_strategy(SaveEveryEpoch)
         .early_stopping(PatienceStopping {

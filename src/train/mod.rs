@@ -8,6 +8,7 @@ mod early_stopping;
 mod epoch_lines;
 mod fused_sgd;
 mod learner_setup;
+mod metric_logs;
 mod mnist;
 mod out_of_memory;
 mod recorder;

@@ -238,6 +238,11 @@ fn resume_refuses_other_settings() {
     let (output, stdout, stderr) = run(&mut xor(&["--resume", "--epochs", "4", "--lr", "0.2"]));
     assert!(output.status.success(), "{stderr}");
     assert!(stdout.contains("resuming after epoch 2"), "{stdout}");
+    // The resumed epochs are logged under their own numbers, not over epochs 1 and 2.
+    for epoch in 1..=4 {
+        let log = dir.path().join(format!("valid/epoch-{epoch}/Loss.log"));
+        assert!(log.is_file(), "no {}", log.display());
+    }
 }
 
 #[test]
