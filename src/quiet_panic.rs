@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 /// real cause. Callers only report the message after a panic and never reuse state `f`
 /// touched, so unwind safety holds.
 pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> Result<R, String> {
-    let (outcome, first) = catch_recording(f, |_| true);
+    let (outcome, first) = catch_recording(f, |_| true, || {});
     outcome.map_err(|_| first.unwrap_or_else(unknown))
 }
 
@@ -21,11 +21,14 @@ pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 /// it (its consequences, such as a closed channel) print nothing. Also an expected panic
 /// that a thread caught by itself (CubeCL's device thread logs a failed task and goes on)
 /// makes the call fail, even if `f` returned. Any other panic prints and unwinds as usual.
+/// `on_first` runs when the first expected panic happens, on the panicking thread: it can
+/// tell `f` to stop early.
 pub(crate) fn catch_expected<R>(
     f: impl FnOnce() -> R,
     expected: fn(&str) -> bool,
+    on_first: impl Fn() + Send + Sync + 'static,
 ) -> Result<R, String> {
-    match catch_recording(f, expected) {
+    match catch_recording(f, expected, on_first) {
         (_, Some(message)) => Err(message),
         (Ok(value), None) => Ok(value),
         (Err(payload), None) => panic::resume_unwind(payload),
@@ -35,10 +38,12 @@ pub(crate) fn catch_expected<R>(
 type PanicHook = Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;
 
 /// Runs `f` with a panic hook that keeps the first panic message `quiet` accepts, and every
-/// panic after it, silent; others go to the hook that was installed before.
+/// panic after it, silent, calling `on_first` when it keeps that first one; others go to the
+/// hook that was installed before.
 fn catch_recording<R>(
     f: impl FnOnce() -> R,
     quiet: fn(&str) -> bool,
+    on_first: impl Fn() + Send + Sync + 'static,
 ) -> (std::thread::Result<R>, Option<String>) {
     let first_message = Arc::new(Mutex::new(None::<String>));
     let previous: Arc<PanicHook> = Arc::new(panic::take_hook());
@@ -53,6 +58,7 @@ fn catch_recording<R>(
             .unwrap_or_else(unknown);
         if first.is_none() && quiet(&message) {
             *first = Some(message);
+            on_first();
         } else if first.is_none() {
             drop(first);
             outer(info);

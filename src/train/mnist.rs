@@ -93,7 +93,7 @@ pub fn train<B: AutodiffKernelBackend>(
     let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
         .init()
         .map_err(TrainError::Config)?;
-    let result = fail_on_out_of_memory(config.batch_size, || {
+    let result = fail_on_out_of_memory(config.batch_size, &watch, || {
         training.launch(Learner::new(model, optimizer, schedule))
     })?;
     let model = finish_run(artifact_dir, result, &watch, config.learning_rate, device)?.model;

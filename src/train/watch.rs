@@ -69,6 +69,12 @@ impl TrainingWatch {
         }
     }
 
+    /// Stops training after the current step for a failure outside the loss (a failed GPU
+    /// allocation): the epoch is neither validated nor checkpointed.
+    pub fn stop(&self, reason: &str) {
+        self.interrupter.stop(Some(reason));
+    }
+
     /// The same watch, for validation steps: they end an epoch but stop nothing.
     pub fn for_validation(&self) -> Self {
         Self {

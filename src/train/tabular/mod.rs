@@ -345,7 +345,7 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
         )?;
         let (training, watch) = with_run_settings(training, artifact_dir, length);
         let learning_rate = config.optimizer.learning_rate();
-        let result = fail_on_out_of_memory(batch, || {
+        let result = fail_on_out_of_memory(batch, &watch, || {
             training.launch(Learner::new(net, optimizer, learning_rate))
         })?;
         let best = finish_run(artifact_dir, result, &watch, learning_rate, device)?;
