@@ -53,13 +53,7 @@ fn xor_config() -> TabularConfig {
 fn train_xor(artifact_dir: &Path) -> Result<(TabularReport, Vec<[f32; 4]>), TrainError> {
     let (inputs, targets) = synthetic::xor().split_columns(2);
     let points = Rows { inputs, targets };
-    let splits = TabularSplits {
-        train: points.clone(),
-        valid: points.clone(),
-        test: points.clone(),
-        standardizer: None,
-        classes: 2,
-    };
+    let splits = TabularSplits::all_in_one(points.clone(), 2);
     let run = RunContext::<Autodiff<NdArray>>::new(artifact_dir, Default::default());
     let (model, report) = train(&xor_config(), &splits, &run)?;
     let predicted = model.predict(&points.inputs, &run.device);

@@ -25,13 +25,7 @@ fn xor_net_gets_all_four_points() {
     let dir = tempfile::tempdir().unwrap();
     let (inputs, targets) = synthetic::xor().split_columns(2);
     let points = Rows { inputs, targets };
-    let splits = TabularSplits {
-        train: points.clone(),
-        valid: points.clone(),
-        test: points.clone(),
-        standardizer: None,
-        classes: 2,
-    };
+    let splits = TabularSplits::all_in_one(points.clone(), 2);
     let config = TabularConfig::new(strings(&["x1", "x2"]), strings(&["y"]), Task::Binary)
         .with_hidden(vec![4])
         .with_optimizer(OptimizerConfig::Sgd {
