@@ -13,9 +13,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use cubenet::backend::BackendKind;
-use cubenet::data::MnistSource;
-use cubenet::model::{KernelPath, LeNetConfig, MnistModelConfig, SimpleCnnConfig};
-use cubenet::train::{MnistRun, MnistTrainingConfig, accuracy_line};
+use cubenet::data::{ImageSource, MnistSource};
+use cubenet::model::{ImageModelConfig, KernelPath, LeNetConfig, SimpleCnnConfig};
+use cubenet::train::{ImageRun, ImageTrainingConfig, accuracy_line};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum ModelKind {
@@ -25,7 +25,7 @@ enum ModelKind {
     Lenet,
 }
 
-// Every default below is read from the configs (`MnistTrainingConfig`, `SimpleCnnConfig`),
+// Every default below is read from the configs (`ImageTrainingConfig`, `SimpleCnnConfig`),
 // which own them.
 #[derive(Debug, Parser)]
 #[command(about = "Train a CNN on MNIST and print its test accuracy")]
@@ -66,23 +66,23 @@ struct Args {
 }
 
 /// Every training setting at its default.
-fn defaults() -> MnistTrainingConfig {
-    MnistTrainingConfig::new(MnistModelConfig::Simple(SimpleCnnConfig::new()))
+fn defaults() -> ImageTrainingConfig {
+    ImageTrainingConfig::new(ImageModelConfig::Simple(SimpleCnnConfig::new()))
 }
 
 impl Args {
-    fn config(&self) -> MnistTrainingConfig {
+    fn config(&self) -> ImageTrainingConfig {
         let model = match self.model {
-            ModelKind::Simple => MnistModelConfig::Simple(
+            ModelKind::Simple => ImageModelConfig::Simple(
                 SimpleCnnConfig::new()
                     .with_filters(self.filters)
                     .with_kernels(self.kernels),
             ),
             ModelKind::Lenet => {
-                MnistModelConfig::Lenet(LeNetConfig::new().with_kernels(self.kernels))
+                ImageModelConfig::Lenet(LeNetConfig::new().with_kernels(self.kernels))
             }
         };
-        MnistTrainingConfig::new(model)
+        ImageTrainingConfig::new(model)
             .with_epochs(self.epochs)
             .with_batch_size(self.batch_size)
             .with_learning_rate(self.lr)
@@ -98,9 +98,9 @@ fn run(args: Args) -> anyhow::Result<f64> {
         Some(dir) => MnistSource::Dir(dir.clone()),
         None => MnistSource::Download,
     };
-    let run = MnistRun {
+    let run = ImageRun {
         config: args.config(),
-        source,
+        source: ImageSource::Mnist(source),
         artifact_dir: args.artifact_dir,
         resume: false,
     };

@@ -10,14 +10,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use burn::data::dataset::Dataset;
 use clap::{Parser, ValueEnum};
 use cubenet::backend::{BackendKind, BackendTask, run_on};
 use cubenet::bench::{SpeedrunConfig, SpeedrunResult, speedrun};
-use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
-use cubenet::model::{LeNetConfig, MnistModelConfig, SimpleCnnConfig};
+use cubenet::data::{ImageSubset, MnistSource, Split};
+use cubenet::model::{ImageModelConfig, LeNetConfig, SimpleCnnConfig};
 use cubenet_kernels::AutodiffKernelBackend;
 
 /// Accuracy and time the speedrun aims for.
@@ -68,13 +67,13 @@ struct Args {
 
 /// The speedrun's schedule at its defaults (the network is set from the flags).
 fn schedule_defaults() -> SpeedrunConfig {
-    SpeedrunConfig::new(MnistModelConfig::Lenet(LeNetConfig::new()))
+    SpeedrunConfig::new(ImageModelConfig::Lenet(LeNetConfig::new()))
 }
 
 struct Speedrun {
     config: SpeedrunConfig,
-    train: MnistSubset,
-    test: MnistSubset,
+    train: ImageSubset,
+    test: ImageSubset,
     seeds: u64,
 }
 
@@ -123,8 +122,8 @@ fn run(args: Args) -> anyhow::Result<bool> {
         Some(dir) => MnistSource::Dir(dir.clone()),
         None => MnistSource::Download,
     };
-    let train = MnistSubset::all(Arc::new(MnistData::load(&source, Split::Train)?));
-    let test = MnistSubset::all(Arc::new(MnistData::load(&source, Split::Test)?));
+    let train = source.subset(Split::Train)?;
+    let test = source.subset(Split::Test)?;
     anyhow::ensure!(
         args.batch_size > 0 && args.batch_size <= train.len(),
         "--batch-size must be between 1 and the {} training images",
@@ -132,9 +131,9 @@ fn run(args: Args) -> anyhow::Result<bool> {
     );
     let model = match args.model {
         ModelKind::Simple => {
-            MnistModelConfig::Simple(SimpleCnnConfig::new().with_filters(args.filters))
+            ImageModelConfig::Simple(SimpleCnnConfig::new().with_filters(args.filters))
         }
-        ModelKind::Lenet => MnistModelConfig::Lenet(
+        ModelKind::Lenet => ImageModelConfig::Lenet(
             LeNetConfig::new().with_channels([args.channels[0], args.channels[1]]),
         ),
     };

@@ -3,7 +3,7 @@
 //! `backend` and `artifact_dir`. Unknown keys are refused, naming the key. A file states
 //! only what differs from the defaults; [`RunConfig::resolve`] fills in the rest (what
 //! `cubenet train --print-config` prints) and turns it into the run's own settings. The
-//! defaults are those of the settings' own configs ([`MnistTrainingConfig`],
+//! defaults are those of the settings' own configs ([`ImageTrainingConfig`],
 //! [`TabularConfig`], [`SimpleCnnConfig`], [`LeNetConfig`]), read from them here; only the
 //! settings that exist in run files alone (`artifact_dir`, a generated table's `rows` and
 //! `seed`) have their defaults in this file.
@@ -30,14 +30,18 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser};
 
 use crate::backend::BackendKind;
-use crate::data::{Generator, MnistSource, SplitRatios, TableSource};
-use crate::model::{
-    Activation, KernelPath, LeNetConfig, MlpConfig, MnistModelConfig, SimpleCnnConfig, Task,
+use crate::data::{
+    Augment, Generator, IMAGE_PIXELS, ImageSource, MnistSource, NUM_CLASSES, SplitRatios,
+    TableSource,
 };
-use crate::train::MnistTrainingConfig;
+use crate::model::{
+    Activation, CnnConfig, ImageModelConfig, KernelPath, LayerSpecs, LeNetConfig, MlpConfig,
+    SimpleCnnConfig, Task,
+};
+use crate::train::ImageTrainingConfig;
 use crate::train::tabular::{OptimizerConfig, TabularConfig};
 
 /// A run file that cannot be used.
@@ -69,7 +73,7 @@ pub struct RunConfig {
     pub data: DataSection,
     #[serde(default)]
     pub model: ModelSection,
-    /// [default: Adam at the learning rate of [`MnistTrainingConfig`] for images, the
+    /// [default: Adam at the learning rate of [`ImageTrainingConfig`] for images, the
     /// optimizer of [`TabularConfig`] for tables]
     pub optimizer: Option<OptimizerConfig>,
     #[serde(default)]
@@ -80,20 +84,59 @@ fn default_artifact_dir() -> PathBuf {
     PathBuf::from("artifacts/run")
 }
 
-/// What the run trains on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+/// What the run trains on: images (`kind = "mnist"`, `"image_folder"`, `"idx"` or
+/// `"cifar"`, each with the [`ImageOptions`] keys beside its own) or a table (`"csv"`,
+/// `"generated"`).
+#[derive(Debug, Clone, PartialEq)]
 pub enum DataSection {
     /// MNIST from a directory of IDX files, or downloaded when `dir` is absent.
     Mnist {
         dir: Option<PathBuf>,
-        /// Use only this many training images (before the train/valid split).
-        limit_train: Option<usize>,
-        /// Evaluate on only this many test images.
-        limit_test: Option<usize>,
-        #[serde(default = "default_valid_fraction")]
-        valid_fraction: f64,
+        options: ImageOptions,
     },
+    /// Labelled images from class folders, IDX files or CIFAR-10's binary files.
+    Images {
+        source: ImageSource,
+        options: ImageOptions,
+    },
+    /// A table of numbers.
+    Table(TableSection),
+}
+
+/// What every image run's `[data]` may set beside its source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageOptions {
+    /// Use only this many training images (before the train/valid split).
+    pub limit_train: Option<usize>,
+    /// Evaluate on only this many test images.
+    pub limit_test: Option<usize>,
+    #[serde(default = "default_valid_fraction")]
+    pub valid_fraction: f64,
+    /// Mirror training images left-right at random.
+    #[serde(default)]
+    pub flip: bool,
+    /// Pad training images with this many zeros a side and crop them back at random.
+    #[serde(default)]
+    pub pad: usize,
+}
+
+/// The keys of [`ImageOptions`], taken out of `[data]` before its source is read.
+const IMAGE_OPTION_KEYS: [&str; 5] = ["limit_train", "limit_test", "valid_fraction", "flip", "pad"];
+/// `[data]` kinds of image runs.
+const IMAGE_KINDS: [&str; 4] = ["mnist", "image_folder", "idx", "cifar"];
+
+/// MNIST's own key.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MnistKeys {
+    dir: Option<PathBuf>,
+}
+
+/// A table's `[data]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TableSection {
     /// Columns of a CSV file with a header, by name.
     Csv {
         path: PathBuf,
@@ -119,13 +162,77 @@ pub enum DataSection {
     },
 }
 
+impl Serialize for DataSection {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (mut table, options) = match self {
+            DataSection::Table(data) => return data.serialize(serializer),
+            DataSection::Mnist { dir, options } => {
+                let mut keys = to_table::<_, S::Error>(&MnistKeys { dir: dir.clone() })?;
+                keys.insert("kind".into(), "mnist".into());
+                (keys, options)
+            }
+            DataSection::Images { source, options } => (to_table::<_, S::Error>(source)?, options),
+        };
+        table.extend(to_table::<_, S::Error>(options)?);
+        table.serialize(serializer)
+    }
+}
+
+/// `value` as a TOML table.
+fn to_table<T: Serialize, E: ser::Error>(value: &T) -> Result<toml::Table, E> {
+    toml::Table::try_from(value).map_err(E::custom)
+}
+
+impl<'de> Deserialize<'de> for DataSection {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut table = toml::Table::deserialize(deserializer)?;
+        let error = |e: toml::de::Error| de::Error::custom(e.message().trim_end());
+        let kind = table
+            .get("kind")
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned);
+        let kind = kind.as_deref();
+        if !kind.is_some_and(|kind| IMAGE_KINDS.contains(&kind)) {
+            return table
+                .try_into()
+                .map(DataSection::Table)
+                .map_err(|e| match kind {
+                    Some(kind) if !["csv", "generated"].contains(&kind) => {
+                        de::Error::custom(format!(
+                            "unknown variant `{kind}`, expected one of `mnist`, `image_folder`, \
+                             `idx`, `cifar`, `csv`, `generated`"
+                        ))
+                    }
+                    _ => error(e),
+                });
+        }
+        let mut options = toml::Table::new();
+        for key in IMAGE_OPTION_KEYS {
+            if let Some(value) = table.remove(key) {
+                options.insert(key.into(), value);
+            }
+        }
+        let options: ImageOptions = options.try_into().map_err(error)?;
+        if kind == Some("mnist") {
+            table.remove("kind");
+            let keys: MnistKeys = table.try_into().map_err(error)?;
+            return Ok(DataSection::Mnist {
+                dir: keys.dir,
+                options,
+            });
+        }
+        let source = table.try_into().map_err(error)?;
+        Ok(DataSection::Images { source, options })
+    }
+}
+
 fn default_generated_rows() -> usize {
     10_000
 }
 
 /// Every image setting at its default; the network is chosen by `[model]`.
-fn image_defaults() -> MnistTrainingConfig {
-    MnistTrainingConfig::new(MnistModelConfig::Simple(SimpleCnnConfig::new()))
+fn image_defaults() -> ImageTrainingConfig {
+    ImageTrainingConfig::new(ImageModelConfig::Simple(SimpleCnnConfig::new()))
 }
 
 /// Every table setting at its default; columns and task come from `[data]` and `[model]`.
@@ -163,6 +270,13 @@ pub enum ModelSection {
         #[serde(default = "default_lenet_kernels")]
         kernels: KernelPath,
     },
+    /// A CNN defined layer by layer (images), e.g. `layers = [{ conv = 32, padding = 1 },
+    /// { relu = true }, { pool = 2 }, { dense = "classes" }]`.
+    Cnn {
+        layers: LayerSpecs,
+        #[serde(default = "default_cnn_kernels")]
+        kernels: KernelPath,
+    },
     /// An MLP (tables, or flattened images).
     Mlp {
         /// Tables only: `regression`, `binary` or `multiclass`.
@@ -193,6 +307,9 @@ fn default_lenet_hidden() -> usize {
 fn default_lenet_kernels() -> KernelPath {
     LeNetConfig::new().kernels
 }
+fn default_cnn_kernels() -> KernelPath {
+    CnnConfig::new([1, 1, 1], 1, LayerSpecs::default()).kernels
+}
 /// The tabular MLP's default, for flattened images too.
 fn default_activation() -> Activation {
     table_defaults().activation
@@ -208,7 +325,7 @@ impl Default for ModelSection {
 }
 
 /// How long and in what steps; absent values take the run kind's defaults, those of
-/// [`MnistTrainingConfig`] for images and [`TabularConfig`] for tables (where an absent
+/// [`ImageTrainingConfig`] for images and [`TabularConfig`] for tables (where an absent
 /// batch size means the whole training split).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -227,9 +344,11 @@ pub struct TrainingSection {
 /// The run a config describes, in the settings of the code that trains it.
 #[derive(Debug, Clone)]
 pub enum Job {
+    /// An image run; its network is sized to the images when they are loaded
+    /// ([`ImageModelConfig::fit`]).
     Image {
-        config: MnistTrainingConfig,
-        source: MnistSource,
+        config: ImageTrainingConfig,
+        source: ImageSource,
     },
     Tabular {
         config: TabularConfig,
@@ -281,14 +400,9 @@ impl RunConfig {
         resolved.backend = Some(self.backend.unwrap_or_else(BackendKind::default_for_build));
         let t = &self.training;
         let job = match &self.data {
-            DataSection::Mnist {
-                dir,
-                limit_train,
-                limit_test,
-                valid_fraction,
-            } => {
+            DataSection::Mnist { options, .. } | DataSection::Images { options, .. } => {
                 let model = match &self.model {
-                    ModelSection::Simple { filters, kernels } => MnistModelConfig::Simple(
+                    ModelSection::Simple { filters, kernels } => ImageModelConfig::Simple(
                         SimpleCnnConfig::new()
                             .with_filters(*filters)
                             .with_kernels(*kernels),
@@ -297,10 +411,15 @@ impl RunConfig {
                         channels,
                         hidden,
                         kernels,
-                    } => MnistModelConfig::Lenet(
+                    } => ImageModelConfig::Lenet(
                         LeNetConfig::new()
                             .with_channels(*channels)
                             .with_hidden(*hidden)
+                            .with_kernels(*kernels),
+                    ),
+                    ModelSection::Cnn { layers, kernels } => ImageModelConfig::Cnn(
+                        // Input and classes are the images' ([`ImageModelConfig::fit`]).
+                        CnnConfig::new([1, 28, 28], NUM_CLASSES, layers.clone())
                             .with_kernels(*kernels),
                     ),
                     ModelSection::Mlp { task: Some(_), .. }
@@ -308,8 +427,8 @@ impl RunConfig {
                         classes: Some(_), ..
                     } => {
                         return invalid(
-                            "[model] task and classes are for tables; an MNIST MLP always \
-                             has 10 classes"
+                            "[model] task and classes are for tables; an image MLP has one \
+                             output per class of its images"
                                 .into(),
                         );
                     }
@@ -318,8 +437,8 @@ impl RunConfig {
                         activation,
                         layer_activations,
                         ..
-                    } => MnistModelConfig::Mlp(
-                        MlpConfig::new(28 * 28, hidden.clone(), 10)
+                    } => ImageModelConfig::Mlp(
+                        MlpConfig::new(IMAGE_PIXELS, hidden.clone(), NUM_CLASSES)
                             .with_activation(*activation)
                             .with_layer_activations(layer_activations.clone()),
                     ),
@@ -343,16 +462,21 @@ impl RunConfig {
                     learning_rate,
                     l2: 0.0,
                 });
-                let config = MnistTrainingConfig::new(model)
+                let augment = Augment {
+                    flip: options.flip,
+                    pad: options.pad,
+                };
+                let config = ImageTrainingConfig::new(model)
                     .with_epochs(t.epochs.unwrap_or(defaults.epochs))
                     .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
                     .with_patience(t.patience.unwrap_or(defaults.patience))
                     .with_seed(t.seed.unwrap_or(defaults.seed))
                     .with_workers(t.workers.unwrap_or(defaults.workers))
                     .with_learning_rate(learning_rate)
-                    .with_valid_fraction(*valid_fraction)
-                    .with_limit_train(*limit_train)
-                    .with_limit_test(*limit_test);
+                    .with_valid_fraction(options.valid_fraction)
+                    .with_limit_train(options.limit_train)
+                    .with_limit_test(options.limit_test)
+                    .with_augment((!augment.is_off()).then_some(augment));
                 resolved.training = TrainingSection {
                     epochs: Some(config.epochs),
                     batch_size: Some(config.batch_size),
@@ -363,10 +487,16 @@ impl RunConfig {
                 config
                     .validate()
                     .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-                let source = dir.clone().map_or(MnistSource::Download, MnistSource::Dir);
+                let source = match &self.data {
+                    DataSection::Mnist { dir, .. } => ImageSource::Mnist(
+                        dir.clone().map_or(MnistSource::Download, MnistSource::Dir),
+                    ),
+                    DataSection::Images { source, .. } => source.clone(),
+                    DataSection::Table(_) => unreachable!("matched above"),
+                };
                 Job::Image { config, source }
             }
-            DataSection::Csv { .. } | DataSection::Generated { .. } => {
+            DataSection::Table(table) => {
                 let ModelSection::Mlp {
                     task,
                     hidden,
@@ -387,8 +517,8 @@ impl RunConfig {
                 if t.workers.is_some() {
                     return invalid("[training] workers is for image runs".into());
                 }
-                let (data, features, targets, split, standardize) = match &self.data {
-                    DataSection::Csv {
+                let (data, features, targets, split, standardize) = match table {
+                    TableSection::Csv {
                         path,
                         features,
                         targets,
@@ -401,7 +531,7 @@ impl RunConfig {
                         *split,
                         *standardize,
                     ),
-                    DataSection::Generated {
+                    TableSection::Generated {
                         generator,
                         rows,
                         seed,
@@ -416,7 +546,6 @@ impl RunConfig {
                         };
                         (data, features, vec![target], *split, *standardize)
                     }
-                    DataSection::Mnist { .. } => unreachable!("matched above"),
                 };
                 let defaults = table_defaults();
                 let optimizer = self.optimizer.unwrap_or(defaults.optimizer);

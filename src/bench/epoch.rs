@@ -12,8 +12,8 @@ use cubenet_kernels::AutodiffKernelBackend;
 use super::step::{SgdStep, bench_model};
 use super::sweep::Point;
 use super::timing::sync;
-use crate::data::{MnistBatch, MnistBatcher, MnistSubset};
-use crate::model::{KernelPath, MnistModel};
+use crate::data::{ImageBatch, ImageBatcher, ImageSubset};
+use crate::model::{ImageModel, KernelPath};
 use crate::train::evaluate;
 
 /// What one timed epoch gave.
@@ -26,9 +26,9 @@ pub struct EpochResult {
 }
 
 /// The whole subset as one batch on `device`.
-pub(super) fn on_device<B: Backend>(subset: &MnistSubset, device: &B::Device) -> MnistBatch<B> {
+pub(super) fn on_device<B: Backend>(subset: &ImageSubset, device: &B::Device) -> ImageBatch<B> {
     let items = subset.iter().collect();
-    Batcher::<B, _, _>::batch(&MnistBatcher, items, device)
+    Batcher::<B, _, _>::batch(&ImageBatcher::default(), items, device)
 }
 
 /// Trains `point`'s network for one epoch over `train` in order (plain SGD, as the step
@@ -38,14 +38,14 @@ pub fn time_epoch<B: AutodiffKernelBackend>(
     point: Point,
     kernels: KernelPath,
     warmup: usize,
-    train: &MnistSubset,
-    test: &MnistSubset,
+    train: &ImageSubset,
+    test: &ImageSubset,
 ) -> EpochResult {
     let data = on_device::<B>(train, device);
     let images = train.len();
     let mut model = bench_model::<B>(point, kernels, device);
     let mut sgd = SgdStep::new(kernels);
-    let mut step = |model: MnistModel<B>, start: usize| {
+    let mut step = |model: ImageModel<B>, start: usize| {
         let end = images.min(start + point.batch);
         let x = data.images.clone().slice(start..end);
         let y = data.targets.clone().slice(start..end);

@@ -16,7 +16,7 @@ use cubenet_kernels::AutodiffKernelBackend;
 
 use super::step::{SgdStep, random_batch};
 use super::timing::{Protocol, Timing, sync};
-use crate::model::{KernelPath, MnistModel, SimpleCnnConfig};
+use crate::model::{ImageModel, KernelPath, SimpleCnnConfig};
 
 /// The phases, in the order a step runs them.
 pub const PHASES: [&str; 6] = [
@@ -70,7 +70,7 @@ pub fn time_phases<B: AutodiffKernelBackend>(
     protocol: Protocol,
 ) -> Vec<Timing> {
     B::seed(device, 0);
-    let mut model = MnistModel::Simple(
+    let mut model = ImageModel::Simple(
         SimpleCnnConfig::new()
             .with_filters(filters)
             .with_kernels(kernels)
@@ -81,7 +81,7 @@ pub fn time_phases<B: AutodiffKernelBackend>(
     let mut sgd = SgdStep::new(kernels);
     let mut samples = vec![Vec::with_capacity(protocol.repeats); PHASES.len()];
     for step in 0..protocol.warmup + protocol.repeats {
-        let MnistModel::Simple(cnn) = &model else {
+        let ImageModel::Simple(cnn) = &model else {
             unreachable!("built as the single-conv CNN above")
         };
         let mut clock = PhaseClock::<B>::start(device);

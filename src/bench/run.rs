@@ -12,7 +12,7 @@ use super::step::time_training_step;
 use super::sweep::{BenchPlan, Point};
 use super::variant::Variant;
 use crate::backend::{BackendError, BackendKind, BackendTask, run_on};
-use crate::data::MnistSubset;
+use crate::data::ImageSubset;
 
 /// One finished measurement, handed over as soon as it is made so that a run cut off by a
 /// time limit keeps what it measured.
@@ -71,8 +71,8 @@ impl Report {
 /// MNIST for the real-epoch measurement, and the one configuration it trains.
 #[derive(Debug, Clone)]
 pub struct EpochPlan {
-    pub train: MnistSubset,
-    pub test: MnistSubset,
+    pub train: ImageSubset,
+    pub test: ImageSubset,
     pub point: Point,
     /// Time the epoch on CPU variants too (minutes at the seed sizes).
     pub on_cpu: bool,

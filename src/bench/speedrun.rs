@@ -23,8 +23,8 @@ use serde::Serialize;
 use super::epoch::on_device;
 use super::step::train_step;
 use super::timing::sync;
-use crate::data::{MnistBatch, MnistSubset};
-use crate::model::{MnistModel, MnistModelConfig, ModelError};
+use crate::data::{ImageBatch, ImageSubset};
+use crate::model::{ImageModel, ImageModelConfig, ModelError};
 use crate::train::{FusedSgdConfig, evaluate};
 
 /// Untimed steps that compile the kernels before the clock starts.
@@ -34,7 +34,7 @@ const WARMUP_STEPS: usize = 3;
 /// we measured (docs/PERF.md).
 #[derive(Config, Debug)]
 pub struct SpeedrunConfig {
-    pub model: MnistModelConfig,
+    pub model: ImageModelConfig,
     #[config(default = 128)]
     pub batch_size: usize,
     #[config(default = 2)]
@@ -81,8 +81,8 @@ impl SpeedrunResult {
 pub fn speedrun<B: AutodiffKernelBackend>(
     device: &B::Device,
     config: &SpeedrunConfig,
-    train: &MnistSubset,
-    test: &MnistSubset,
+    train: &ImageSubset,
+    test: &ImageSubset,
     seeds: impl IntoIterator<Item = u64>,
     mut report: impl FnMut(&SpeedrunResult),
 ) -> Result<Vec<SpeedrunResult>, ModelError> {
@@ -104,7 +104,7 @@ pub fn speedrun<B: AutodiffKernelBackend>(
 
 struct Trainer<'a, B: AutodiffKernelBackend> {
     config: &'a SpeedrunConfig,
-    data: &'a MnistBatch<B>,
+    data: &'a ImageBatch<B>,
     steps_per_epoch: usize,
 }
 
@@ -113,7 +113,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
     fn fresh(
         &self,
         device: &B::Device,
-    ) -> Result<(MnistModel<B>, impl Optimizer<MnistModel<B>, B> + use<B>), ModelError> {
+    ) -> Result<(ImageModel<B>, impl Optimizer<ImageModel<B>, B> + use<B>), ModelError> {
         let model = self.config.model.init::<B>(device)?;
         let optimizer = FusedSgdConfig::new()
             .with_momentum(self.config.momentum)
@@ -134,7 +134,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
     fn train(
         &self,
         device: &B::Device,
-        test: &MnistSubset,
+        test: &ImageSubset,
         seed: u64,
     ) -> Result<SpeedrunResult, ModelError> {
         B::seed(device, seed);
@@ -166,7 +166,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
     /// Only whole batches are kept: Burn's CubeCL backend slices a batch out in place only
     /// when both of its ends lie on the allocation alignment (512 bytes on CUDA), which
     /// the targets of batches of 128 do only if no partial batch trails them.
-    fn shuffled(&self, device: &B::Device, seed: u64, epoch: usize) -> MnistBatch<B> {
+    fn shuffled(&self, device: &B::Device, seed: u64, epoch: usize) -> ImageBatch<B> {
         let images = self.data.targets.dims()[0];
         let mut order: Vec<i64> = (0..images as i64).collect();
         order.shuffle(&mut StdRng::seed_from_u64(
@@ -175,7 +175,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
         let kept = self.steps_per_epoch * self.config.batch_size;
         order.truncate(kept);
         let order = Tensor::<B, 1, Int>::from_data(TensorData::new(order, [kept]), device);
-        MnistBatch {
+        ImageBatch {
             images: self.data.images.clone().select(0, order.clone()),
             targets: self.data.targets.clone().select(0, order),
         }
@@ -183,12 +183,12 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
 
     fn step(
         &self,
-        model: MnistModel<B>,
-        optimizer: &mut impl Optimizer<MnistModel<B>, B>,
-        epoch: &MnistBatch<B>,
+        model: ImageModel<B>,
+        optimizer: &mut impl Optimizer<ImageModel<B>, B>,
+        epoch: &ImageBatch<B>,
         step: usize,
         lr: f64,
-    ) -> MnistModel<B> {
+    ) -> ImageModel<B> {
         let rows = step * self.config.batch_size..(step + 1) * self.config.batch_size;
         let images = epoch.images.clone().slice(rows.clone());
         let targets = epoch.targets.clone().slice(rows);

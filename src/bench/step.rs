@@ -10,7 +10,7 @@ use cubenet_kernels::AutodiffKernelBackend;
 use super::sweep::Point;
 use super::timing::{Protocol, Timing, time_synced};
 use crate::data::{IMAGE_SIDE, NUM_CLASSES};
-use crate::model::{KernelPath, MnistModel};
+use crate::model::{ImageModel, KernelPath};
 use crate::train::{FusedSgd, FusedSgdConfig};
 
 /// Learning rate of the benchmarks' plain SGD (no momentum), as in `pytorch_reference.py`:
@@ -40,7 +40,7 @@ pub fn bench_model<B: AutodiffKernelBackend>(
     point: Point,
     kernels: KernelPath,
     device: &B::Device,
-) -> MnistModel<B> {
+) -> ImageModel<B> {
     B::seed(device, 0);
     point
         .model
@@ -58,7 +58,7 @@ pub struct SgdStep<B: AutodiffKernelBackend> {
 
 /// Burn's `Sgd` or cubenet's [`FusedSgd`], both plain SGD.
 enum Update<B: AutodiffKernelBackend> {
-    Burn(OptimizerAdaptor<Sgd<B::InnerBackend>, MnistModel<B>, B>),
+    Burn(OptimizerAdaptor<Sgd<B::InnerBackend>, ImageModel<B>, B>),
     Fused(FusedSgd<B>),
 }
 
@@ -77,7 +77,7 @@ impl<B: AutodiffKernelBackend> SgdStep<B> {
     }
 
     /// The SGD update of `model` from a whole backward's gradients.
-    pub fn update(&mut self, model: MnistModel<B>, grads: GradientsParams) -> MnistModel<B> {
+    pub fn update(&mut self, model: ImageModel<B>, grads: GradientsParams) -> ImageModel<B> {
         match &mut self.optimizer {
             Update::Burn(optimizer) => optimizer.step(BENCH_LR, model, grads),
             Update::Fused(optimizer) => optimizer.step(BENCH_LR, model, grads),
@@ -87,10 +87,10 @@ impl<B: AutodiffKernelBackend> SgdStep<B> {
     /// Forward, loss, backward and update on one batch; no host synchronization.
     pub fn run(
         &mut self,
-        model: MnistModel<B>,
+        model: ImageModel<B>,
         images: Tensor<B, 4>,
         targets: Tensor<B, 1, Int>,
-    ) -> MnistModel<B> {
+    ) -> ImageModel<B> {
         match &mut self.optimizer {
             Update::Burn(optimizer) => train_step(model, optimizer, images, targets, BENCH_LR),
             Update::Fused(optimizer) => train_step(model, optimizer, images, targets, BENCH_LR),
@@ -101,12 +101,12 @@ impl<B: AutodiffKernelBackend> SgdStep<B> {
 /// Forward, the loss on the model's own kernel path, backward and one `optimizer` step at
 /// `lr` on one batch; no host synchronization.
 pub fn train_step<B: AutodiffKernelBackend>(
-    model: MnistModel<B>,
-    optimizer: &mut impl Optimizer<MnistModel<B>, B>,
+    model: ImageModel<B>,
+    optimizer: &mut impl Optimizer<ImageModel<B>, B>,
     images: Tensor<B, 4>,
     targets: Tensor<B, 1, Int>,
     lr: f64,
-) -> MnistModel<B> {
+) -> ImageModel<B> {
     let loss = model
         .kernels()
         .cross_entropy(model.forward(images), targets);

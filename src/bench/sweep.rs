@@ -9,7 +9,7 @@ use super::timing::Protocol;
 use super::variant::Variant;
 use crate::data::{IMAGE_PIXELS, NUM_CLASSES};
 use crate::model::{
-    Activation, KernelPath, LeNetConfig, MlpConfig, MnistModelConfig, SimpleCnnConfig,
+    Activation, ImageModelConfig, KernelPath, LeNetConfig, MlpConfig, SimpleCnnConfig,
 };
 
 /// Hidden widths of the benchmark's MLP (784 → 256 → 128 → 10, ReLU).
@@ -41,15 +41,15 @@ pub enum BenchModel {
 
 impl BenchModel {
     /// The network's configuration; `filters` only matters for [`BenchModel::Simple`].
-    pub fn config(self, filters: Option<usize>, kernels: KernelPath) -> MnistModelConfig {
+    pub fn config(self, filters: Option<usize>, kernels: KernelPath) -> ImageModelConfig {
         match self {
-            BenchModel::Simple => MnistModelConfig::Simple(
+            BenchModel::Simple => ImageModelConfig::Simple(
                 SimpleCnnConfig::new()
                     .with_filters(filters.unwrap_or(SimpleCnnConfig::new().filters))
                     .with_kernels(kernels),
             ),
-            BenchModel::Lenet => MnistModelConfig::Lenet(LeNetConfig::new().with_kernels(kernels)),
-            BenchModel::Mlp => MnistModelConfig::Mlp(
+            BenchModel::Lenet => ImageModelConfig::Lenet(LeNetConfig::new().with_kernels(kernels)),
+            BenchModel::Mlp => ImageModelConfig::Mlp(
                 MlpConfig::new(IMAGE_PIXELS, MLP_HIDDEN.to_vec(), NUM_CLASSES)
                     .with_activation(Activation::Relu),
             ),

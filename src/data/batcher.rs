@@ -1,43 +1,60 @@
-//! Turns MNIST items into normalized tensors on the training device.
+//! Turns images into normalized tensors on the training device, augmented there when the
+//! batcher is a training batcher with augmentation on.
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::prelude::*;
 use burn::tensor::ops::IntElem;
 
-use super::mnist::{IMAGE_PIXELS, IMAGE_SIDE, MnistItem};
+use super::augment::batch_seed;
+use super::{Augment, ImageItem};
 
-/// Mean and standard deviation of MNIST pixels scaled to [0, 1] (the usual constants).
-const PIXEL_MEAN: f32 = 0.1307;
-const PIXEL_STD: f32 = 0.3081;
-
-/// Maps a raw pixel to the zero-mean, unit-variance scale the models train on.
-pub fn normalize_pixel(pixel: u8) -> f32 {
-    (f32::from(pixel) / 255.0 - PIXEL_MEAN) / PIXEL_STD
-}
-
-/// A batch of images `[n, 1, 28, 28]` and their digits `[n]`.
+/// A batch of images `[n, c, h, w]` and their classes `[n]`.
 #[derive(Debug, Clone)]
-pub struct MnistBatch<B: Backend> {
+pub struct ImageBatch<B: Backend> {
     pub images: Tensor<B, 4>,
     pub targets: Tensor<B, 1, Int>,
 }
 
-/// Builds [`MnistBatch`]es; one host-to-device copy per tensor.
+/// Builds [`ImageBatch`]es with one host-to-device copy per tensor; pixels are normalized
+/// with the statistics the items carry, then augmented on the device as `augment` says.
 #[derive(Debug, Clone, Default)]
-pub struct MnistBatcher;
+pub struct ImageBatcher {
+    augment: Augment,
+    seed: u64,
+}
 
-impl<B: Backend> Batcher<B, MnistItem, MnistBatch<B>> for MnistBatcher {
-    fn batch(&self, items: Vec<MnistItem>, device: &B::Device) -> MnistBatch<B> {
+impl ImageBatcher {
+    /// Batches for training: augmented as `augment` says, with draws seeded by `seed` and
+    /// the batch's images.
+    pub fn augmenting(augment: Augment, seed: u64) -> Self {
+        Self { augment, seed }
+    }
+}
+
+impl<B: Backend> Batcher<B, ImageItem, ImageBatch<B>> for ImageBatcher {
+    fn batch(&self, items: Vec<ImageItem>, device: &B::Device) -> ImageBatch<B> {
         let n = items.len();
-        let mut pixels = Vec::with_capacity(n * IMAGE_PIXELS);
+        let shape = match items.first() {
+            Some(item) => item.set().shape(),
+            None => super::MNIST_SHAPE,
+        };
+        let mut pixels = Vec::with_capacity(n * shape.bytes());
         for item in &items {
-            pixels.extend(item.pixels.iter().map(|&p| normalize_pixel(p)));
+            pixels.extend(item.normalization().normalize(item.pixels()));
         }
-        let labels: Vec<i64> = items.iter().map(|item| i64::from(item.label)).collect();
-        let images = TensorData::new(pixels, [n, 1, IMAGE_SIDE, IMAGE_SIDE]);
+        let labels: Vec<i64> = items.iter().map(|item| i64::from(item.label())).collect();
+        let dims = [n, shape.channels, shape.height, shape.width];
+        let images = Tensor::from_data(TensorData::new(pixels, dims), device);
         let targets = TensorData::new(labels, [n]).convert::<IntElem<B>>();
-        MnistBatch {
-            images: Tensor::from_data(images, device),
+        let images = match self.augment.is_off() {
+            true => images,
+            false => {
+                let seed = batch_seed(self.seed, items.iter().map(ImageItem::index));
+                self.augment.apply(images, seed)
+            }
+        };
+        ImageBatch {
+            images,
             targets: Tensor::from_data(targets, device),
         }
     }

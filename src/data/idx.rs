@@ -112,36 +112,38 @@ fn corrupt(path: &Path, what: String) -> DataError {
     }
 }
 
+/// The bytes of an IDX file of unsigned bytes, for tests that write one.
+#[cfg(test)]
+pub(super) fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![0, 0, TYPE_U8, dims.len() as u8];
+    for d in dims {
+        bytes.extend_from_slice(&d.to_be_bytes());
+    }
+    bytes.extend_from_slice(data);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn idx(dims: &[u32], data: &[u8]) -> Vec<u8> {
-        let mut bytes = vec![0, 0, TYPE_U8, dims.len() as u8];
-        for d in dims {
-            bytes.extend_from_slice(&d.to_be_bytes());
-        }
-        bytes.extend_from_slice(data);
-        bytes
-    }
-
     #[test]
     fn parses_dims_and_data() {
-        let array = parse_idx(&idx(&[2, 3], &[1, 2, 3, 4, 5, 6])).unwrap();
+        let array = parse_idx(&idx_bytes(&[2, 3], &[1, 2, 3, 4, 5, 6])).unwrap();
         assert_eq!(array.dims, vec![2, 3]);
         assert_eq!(array.data, vec![1, 2, 3, 4, 5, 6]);
     }
 
     #[test]
     fn rejects_bad_magic() {
-        let mut bytes = idx(&[2], &[1, 2]);
+        let mut bytes = idx_bytes(&[2], &[1, 2]);
         bytes[0] = 0x50;
         assert!(parse_idx(&bytes).unwrap_err().contains("bad magic"));
     }
 
     #[test]
     fn rejects_other_element_types() {
-        let mut bytes = idx(&[2], &[1, 2]);
+        let mut bytes = idx_bytes(&[2], &[1, 2]);
         bytes[2] = 0x0d; // float
         assert!(parse_idx(&bytes).unwrap_err().contains("element type 0x0d"));
     }
@@ -149,13 +151,13 @@ mod tests {
     #[test]
     fn rejects_truncated_header_and_data() {
         assert!(parse_idx(&[0, 0]).unwrap_err().contains("too short"));
-        let header_only = &idx(&[5, 5], &[])[..8];
+        let header_only = &idx_bytes(&[5, 5], &[])[..8];
         assert!(
             parse_idx(header_only)
                 .unwrap_err()
                 .contains("truncated header")
         );
-        let short = idx(&[2, 2], &[1, 2, 3]);
+        let short = idx_bytes(&[2, 2], &[1, 2, 3]);
         assert!(
             parse_idx(&short)
                 .unwrap_err()
@@ -165,7 +167,7 @@ mod tests {
 
     #[test]
     fn rejects_trailing_bytes() {
-        let long = idx(&[2], &[1, 2, 3]);
+        let long = idx_bytes(&[2], &[1, 2, 3]);
         assert!(
             parse_idx(&long)
                 .unwrap_err()

@@ -1,16 +1,13 @@
-//! MNIST held in memory as raw bytes, read from a directory of IDX files or downloaded
-//! through burn-dataset, plus index views of it for the train/valid/test splits.
+//! MNIST as an [`ImageSet`] of 28×28 gray digits, read from a directory of IDX files or
+//! downloaded through burn-dataset.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::data::dataset::Dataset;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 
-use super::DataError;
 use super::idx::read_idx_file;
+use super::{ChannelStats, DataError, ImageSet, ImageShape, ImageSubset};
 use crate::quiet_panic::{catch_quietly, first_line};
 
 /// Side of an MNIST image in pixels.
@@ -40,7 +37,7 @@ impl Split {
 }
 
 /// Where MNIST comes from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum MnistSource {
     /// A directory holding the four IDX files, raw or gzip-compressed.
     Dir(PathBuf),
@@ -48,117 +45,119 @@ pub enum MnistSource {
     Download,
 }
 
-/// One split of MNIST: `len()` images of 28×28 bytes and their labels.
-#[derive(Debug, Clone)]
-pub struct MnistData {
-    images: Vec<u8>,
-    labels: Vec<u8>,
+impl MnistSource {
+    /// Loads and validates one split: 28×28 gray images labelled with the classes `0` to
+    /// `9`.
+    pub fn load(&self, split: Split) -> Result<ImageSet, DataError> {
+        let (pixels, labels) = match self {
+            MnistSource::Dir(dir) => read_dir(dir, split)?,
+            MnistSource::Download => download(split)?,
+        };
+        let labels = labels.into_iter().map(u32::from).collect();
+        Ok(ImageSet::new(pixels, labels, MNIST_SHAPE, mnist_classes()))
+    }
+
+    /// Every image of one split, with MNIST's usual normalization.
+    pub fn subset(&self, split: Split) -> Result<ImageSubset, DataError> {
+        Ok(ImageSubset::all(
+            Arc::new(self.load(split)?),
+            mnist_normalization(),
+        ))
+    }
 }
 
-impl MnistData {
-    /// Loads one split from `source`, validating every file.
-    pub fn load(source: &MnistSource, split: Split) -> Result<Self, DataError> {
-        match source {
-            MnistSource::Dir(dir) => Self::from_dir(dir, split),
-            MnistSource::Download => Self::download(split),
-        }
-    }
+/// The shape of an MNIST image: one channel, 28×28.
+pub const MNIST_SHAPE: ImageShape = ImageShape {
+    channels: 1,
+    height: IMAGE_SIDE,
+    width: IMAGE_SIDE,
+};
 
-    /// Reads and validates one split from a directory of IDX files.
-    pub fn from_dir(dir: &Path, split: Split) -> Result<Self, DataError> {
-        let (images_name, labels_name) = split.file_names();
-        let images_path = find_idx(dir, images_name)?;
-        let labels_path = find_idx(dir, labels_name)?;
-        let images = read_idx_file(&images_path)?;
-        let labels = read_idx_file(&labels_path)?;
-        let corrupt = |path: &Path, what: String| DataError::Corrupt {
-            path: path.to_path_buf(),
-            what,
-        };
-        if images.dims.len() != 3 || images.dims[1..] != [IMAGE_SIDE, IMAGE_SIDE] {
-            return Err(corrupt(
-                &images_path,
-                format!(
-                    "image dimensions are {:?}, expected [N, 28, 28]",
-                    images.dims
-                ),
-            ));
-        }
-        if labels.dims.len() != 1 {
-            return Err(corrupt(
-                &labels_path,
-                format!("label dimensions are {:?}, expected [N]", labels.dims),
-            ));
-        }
-        if images.dims[0] != labels.dims[0] {
-            return Err(corrupt(
-                &labels_path,
-                format!(
-                    "holds {} labels but {} holds {} images",
-                    labels.dims[0],
-                    images_path.display(),
-                    images.dims[0]
-                ),
-            ));
-        }
-        if let Some(pos) = labels
-            .data
-            .iter()
-            .position(|&l| usize::from(l) >= NUM_CLASSES)
-        {
-            return Err(corrupt(
-                &labels_path,
-                format!(
-                    "label {} at index {pos} is not a digit 0-9",
-                    labels.data[pos]
-                ),
-            ));
-        }
-        Ok(Self {
-            images: images.data,
-            labels: labels.data,
-        })
-    }
+/// MNIST's class names: the digits `0` to `9`.
+pub fn mnist_classes() -> Vec<String> {
+    (0..NUM_CLASSES).map(|digit| digit.to_string()).collect()
+}
 
-    /// Downloads one split with burn-dataset (which caches it) and copies it in.
-    fn download(split: Split) -> Result<Self, DataError> {
-        use burn_dataset::vision::MnistDataset;
-        // burn-dataset's downloader panics on network errors; turn that into an error value.
-        let dataset = catch_quietly(|| match split {
-            Split::Train => MnistDataset::train(),
-            Split::Test => MnistDataset::test(),
-        })
-        .map_err(|message| DataError::Download {
-            cause: download_failure_cause(&message),
-        })?;
-        let mut images = Vec::with_capacity(dataset.len() * IMAGE_PIXELS);
-        let mut labels = Vec::with_capacity(dataset.len());
-        for item in dataset.iter() {
-            images.extend(item.image.iter().flatten().map(|&p| p as u8));
-            labels.push(item.label);
-        }
-        Ok(Self { images, labels })
+/// The usual MNIST normalization (mean 0.1307, standard deviation 0.3081 of the pixels
+/// scaled to 0..1), which MNIST runs keep rather than measuring their training split.
+pub fn mnist_normalization() -> ChannelStats {
+    ChannelStats {
+        mean: vec![0.1307],
+        std: vec![0.3081],
     }
+}
 
-    /// Number of images.
-    pub fn len(&self) -> usize {
-        self.labels.len()
+/// Reads and validates one split from a directory of IDX files: pixels and labels.
+fn read_dir(dir: &Path, split: Split) -> Result<(Vec<u8>, Vec<u8>), DataError> {
+    let (images_name, labels_name) = split.file_names();
+    let images_path = find_idx(dir, images_name)?;
+    let labels_path = find_idx(dir, labels_name)?;
+    let images = read_idx_file(&images_path)?;
+    let labels = read_idx_file(&labels_path)?;
+    let corrupt = |path: &Path, what: String| DataError::Corrupt {
+        path: path.to_path_buf(),
+        what,
+    };
+    if images.dims.len() != 3 || images.dims[1..] != [IMAGE_SIDE, IMAGE_SIDE] {
+        return Err(corrupt(
+            &images_path,
+            format!(
+                "image dimensions are {:?}, expected [N, 28, 28]",
+                images.dims
+            ),
+        ));
     }
+    if labels.dims.len() != 1 {
+        return Err(corrupt(
+            &labels_path,
+            format!("label dimensions are {:?}, expected [N]", labels.dims),
+        ));
+    }
+    if images.dims[0] != labels.dims[0] {
+        return Err(corrupt(
+            &labels_path,
+            format!(
+                "holds {} labels but {} holds {} images",
+                labels.dims[0],
+                images_path.display(),
+                images.dims[0]
+            ),
+        ));
+    }
+    if let Some(pos) = labels
+        .data
+        .iter()
+        .position(|&l| usize::from(l) >= NUM_CLASSES)
+    {
+        return Err(corrupt(
+            &labels_path,
+            format!(
+                "label {} at index {pos} is not a digit 0-9",
+                labels.data[pos]
+            ),
+        ));
+    }
+    Ok((images.data, labels.data))
+}
 
-    /// Whether the split holds no image.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
+/// Downloads one split with burn-dataset (which caches it) and copies it in.
+fn download(split: Split) -> Result<(Vec<u8>, Vec<u8>), DataError> {
+    use burn_dataset::vision::MnistDataset;
+    // burn-dataset's downloader panics on network errors; turn that into an error value.
+    let dataset = catch_quietly(|| match split {
+        Split::Train => MnistDataset::train(),
+        Split::Test => MnistDataset::test(),
+    })
+    .map_err(|message| DataError::Download {
+        cause: download_failure_cause(&message),
+    })?;
+    let mut images = Vec::with_capacity(dataset.len() * IMAGE_PIXELS);
+    let mut labels = Vec::with_capacity(dataset.len());
+    for item in dataset.iter() {
+        images.extend(item.image.iter().flatten().map(|&p| p as u8));
+        labels.push(item.label);
     }
-
-    /// The 784 pixels of image `index`, row-major.
-    pub fn image(&self, index: usize) -> &[u8] {
-        &self.images[index * IMAGE_PIXELS..(index + 1) * IMAGE_PIXELS]
-    }
-
-    /// The digit shown in image `index`.
-    pub fn label(&self, index: usize) -> u8 {
-        self.labels[index]
-    }
+    Ok((images, labels))
 }
 
 /// The cause, in words, of a failed download from the panic message of burn-dataset's
@@ -204,67 +203,6 @@ fn find_idx(dir: &Path, name: &str) -> Result<PathBuf, DataError> {
             dir: dir.to_path_buf(),
             name: name.to_string(),
         })
-}
-
-/// One MNIST example as the batcher receives it.
-#[derive(Debug, Clone)]
-pub struct MnistItem {
-    /// Row-major pixels, 0 (background) to 255 (ink).
-    pub pixels: [u8; IMAGE_PIXELS],
-    /// The digit, 0-9.
-    pub label: u8,
-}
-
-/// A view of some images of one [`MnistData`], in a chosen order; cheap to clone and split.
-#[derive(Debug, Clone)]
-pub struct MnistSubset {
-    data: Arc<MnistData>,
-    indices: Vec<usize>,
-}
-
-impl MnistSubset {
-    /// Every image of `data`, in file order.
-    pub fn all(data: Arc<MnistData>) -> Self {
-        let indices = (0..data.len()).collect();
-        Self { data, indices }
-    }
-
-    /// Shuffles with `seed`, then cuts off the last `fraction` as a second subset
-    /// (train/valid split). A fraction of 0 leaves the second subset empty.
-    pub fn split_off(mut self, fraction: f64, seed: u64) -> (Self, Self) {
-        self.indices.shuffle(&mut StdRng::seed_from_u64(seed));
-        let cut = self.indices.len() - (self.indices.len() as f64 * fraction).round() as usize;
-        let tail = self.indices.split_off(cut);
-        let rest = Self {
-            data: self.data.clone(),
-            indices: tail,
-        };
-        (self, rest)
-    }
-
-    /// Keeps at most the first `limit` images.
-    pub fn limit(mut self, limit: Option<usize>) -> Self {
-        if let Some(limit) = limit {
-            self.indices.truncate(limit);
-        }
-        self
-    }
-}
-
-impl Dataset<MnistItem> for MnistSubset {
-    fn get(&self, index: usize) -> Option<MnistItem> {
-        let &image = self.indices.get(index)?;
-        let mut pixels = [0; IMAGE_PIXELS];
-        pixels.copy_from_slice(self.data.image(image));
-        Some(MnistItem {
-            pixels,
-            label: self.data.label(image),
-        })
-    }
-
-    fn len(&self) -> usize {
-        self.indices.len()
-    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,22 @@
-//! Datasets: MNIST from IDX files (or burn-dataset's download) and its batcher; numeric
-//! CSV tables, their splits and standardization, and device-resident row batches.
+//! Datasets: labelled images — MNIST from IDX files (or burn-dataset's download), and images
+//! of any size from class folders, IDX files or CIFAR-10, with a decoded-image
+//! cache, index views for the splits, normalization and on-device batches with
+//! augmentation; numeric CSV tables, their splits and standardization, and device-resident row
+//! batches.
 
+mod augment;
 mod batcher;
+mod cifar;
 mod device_rows;
 mod digit_images;
 mod epoch_shuffle;
 mod idx;
+mod idx_images;
+mod image_cache;
+mod image_folder;
+mod image_set;
+mod image_source;
+mod image_subset;
 mod mnist;
 mod split;
 pub mod synthetic;
@@ -14,13 +25,25 @@ mod table_source;
 
 use std::path::PathBuf;
 
-pub use batcher::{MnistBatch, MnistBatcher, normalize_pixel};
+use crate::atomic_file::WriteError;
+
+pub use augment::{Augment, batch_seed};
+pub use batcher::{ImageBatch, ImageBatcher};
+pub use cifar::{CIFAR10_CLASSES, read_cifar10};
 pub use device_rows::{DeviceRows, RowBatch};
 pub use digit_images::read_digits;
 pub use epoch_shuffle::{EpochShuffled, epoch_order};
 pub use idx::{IdxArray, decode_idx, parse_idx, read_idx_file};
+pub use idx_images::{IdxFiles, read_idx_images};
+pub use image_folder::{
+    Channels, Decoding, Origin, image_files, is_image, read_image_file, read_image_folder,
+};
+pub use image_set::{ChannelStats, ImageSet, ImageShape};
+pub use image_source::{ImageSource, LoadedImages};
+pub use image_subset::{ImageItem, ImageSubset};
 pub use mnist::{
-    IMAGE_PIXELS, IMAGE_SIDE, MnistData, MnistItem, MnistSource, MnistSubset, NUM_CLASSES, Split,
+    IMAGE_PIXELS, IMAGE_SIDE, MNIST_SHAPE, MnistSource, NUM_CLASSES, Split, mnist_classes,
+    mnist_normalization,
 };
 pub use split::{SplitRatios, Standardizer};
 pub use table::{Table, write_csv_atomically};
@@ -67,4 +90,7 @@ pub enum DataError {
     },
     #[error("{} has no data rows", path.display())]
     CsvEmpty { path: PathBuf },
+    /// A cache of decoded images that could not be saved.
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }

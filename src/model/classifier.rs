@@ -1,5 +1,5 @@
-//! The digit classifiers as one Burn module, so that training and evaluation code is written
-//! once for every architecture.
+//! The image classifiers as one Burn module, so that training and evaluation code is
+//! written once for every architecture.
 
 use burn::prelude::*;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
@@ -7,65 +7,112 @@ use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    KernelPath, LeNet, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnn, SimpleCnnConfig,
+    Cnn, CnnConfig, KernelPath, LeNet, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnn,
+    SimpleCnnConfig,
 };
-use crate::data::MnistBatch;
+use crate::data::{ImageBatch, ImageShape};
 
 /// Which network to build, with its settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum MnistModelConfig {
+pub enum ImageModelConfig {
     /// The single-conv seed CNN.
     Simple(SimpleCnnConfig),
     /// The two-conv, two-linear LeNet-style CNN.
     Lenet(LeNetConfig),
     /// An MLP over the flattened pixels.
     Mlp(MlpConfig),
+    /// A CNN defined layer by layer.
+    Cnn(CnnConfig),
 }
 
-impl MnistModelConfig {
+impl ImageModelConfig {
     /// Checks the geometry and initializes the network on `device`.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<MnistModel<B>, ModelError> {
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<ImageModel<B>, ModelError> {
         Ok(match self {
-            MnistModelConfig::Simple(c) => MnistModel::Simple(c.init(device)?),
-            MnistModelConfig::Lenet(c) => MnistModel::Lenet(c.init(device)?),
-            MnistModelConfig::Mlp(c) => MnistModel::Mlp(c.init(device)?),
+            ImageModelConfig::Simple(c) => ImageModel::Simple(c.init(device)?),
+            ImageModelConfig::Lenet(c) => ImageModel::Lenet(c.init(device)?),
+            ImageModelConfig::Mlp(c) => ImageModel::Mlp(c.init(device)?),
+            ImageModelConfig::Cnn(c) => ImageModel::Cnn(c.init(device)?),
+        })
+    }
+
+    /// The same network sized for `classes` classes of images of `shape`: the CNN's input
+    /// and classes, the MLP's inputs and outputs, the preset CNNs' image side and classes
+    /// (they take square gray images only).
+    pub fn fit(self, shape: ImageShape, classes: usize) -> Result<Self, ModelError> {
+        let ImageShape {
+            channels,
+            height,
+            width,
+        } = shape;
+        let square_gray = |model: &'static str| match channels == 1 && height == width {
+            true => Ok(height),
+            false => Err(ModelError::NotSquareGray {
+                model,
+                channels,
+                height,
+                width,
+            }),
+        };
+        Ok(match self {
+            ImageModelConfig::Simple(c) => ImageModelConfig::Simple(
+                c.with_image_size(square_gray("simple")?)
+                    .with_num_classes(classes),
+            ),
+            ImageModelConfig::Lenet(c) => ImageModelConfig::Lenet(
+                c.with_image_size(square_gray("lenet")?)
+                    .with_num_classes(classes),
+            ),
+            ImageModelConfig::Mlp(c) => ImageModelConfig::Mlp(MlpConfig {
+                inputs: shape.bytes(),
+                outputs: classes,
+                ..c
+            }),
+            ImageModelConfig::Cnn(c) => ImageModelConfig::Cnn(CnnConfig {
+                input: [channels, height, width],
+                classes,
+                ..c
+            }),
         })
     }
 }
 
-/// An image classifier: images `[n, 1, h, w]` in, class logits `[n, classes]` out.
+/// An image classifier: images `[n, c, h, w]` in, class logits `[n, classes]` out.
 #[derive(Module, Debug)]
 #[allow(clippy::large_enum_variant)] // a run holds one model; the size gap costs nothing
-pub enum MnistModel<B: Backend> {
+pub enum ImageModel<B: Backend> {
     Simple(SimpleCnn<B>),
     Lenet(LeNet<B>),
     Mlp(Mlp<B>),
+    Cnn(Cnn<B>),
 }
 
-impl<B: Backend> MnistModel<B> {
+impl<B: Backend> ImageModel<B> {
     /// Which implementation runs the layers and the loss (the MLP is Burn's `Linear`s).
     pub fn kernels(&self) -> KernelPath {
         match self {
-            MnistModel::Simple(m) => m.kernels(),
-            MnistModel::Lenet(m) => m.kernels(),
-            MnistModel::Mlp(_) => KernelPath::Burn,
+            ImageModel::Simple(m) => m.kernels(),
+            ImageModel::Lenet(m) => m.kernels(),
+            ImageModel::Mlp(_) => KernelPath::Burn,
+            ImageModel::Cnn(m) => m.kernels(),
         }
     }
 }
 
-impl<B: KernelBackend> MnistModel<B> {
+impl<B: KernelBackend> ImageModel<B> {
     /// Class logits for a batch of images.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         match self {
-            MnistModel::Simple(m) => m.forward(images),
-            MnistModel::Lenet(m) => m.forward(images),
-            MnistModel::Mlp(m) => m.forward(images.flatten(1, 3)),
+            ImageModel::Simple(m) => m.forward(images),
+            ImageModel::Lenet(m) => m.forward(images),
+            ImageModel::Mlp(m) => m.forward(images.flatten(1, 3)),
+            ImageModel::Cnn(m) => m.forward(images),
         }
     }
 
-    /// Logits and softmax cross-entropy loss against the batch's digits.
-    pub fn forward_classification(&self, batch: MnistBatch<B>) -> ClassificationOutput<B> {
+    /// Logits and softmax cross-entropy loss against the batch's classes.
+    pub fn forward_classification(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
         let output = self.forward(batch.images);
         let loss = self
             .kernels()
@@ -78,21 +125,21 @@ impl<B: KernelBackend> MnistModel<B> {
     }
 }
 
-impl<B: AutodiffKernelBackend> TrainStep for MnistModel<B> {
-    type Input = MnistBatch<B>;
+impl<B: AutodiffKernelBackend> TrainStep for ImageModel<B> {
+    type Input = ImageBatch<B>;
     type Output = ClassificationOutput<B>;
 
-    fn step(&self, batch: MnistBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
+    fn step(&self, batch: ImageBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
         let item = self.forward_classification(batch);
         TrainOutput::new(self, item.loss.backward(), item)
     }
 }
 
-impl<B: KernelBackend> InferenceStep for MnistModel<B> {
-    type Input = MnistBatch<B>;
+impl<B: KernelBackend> InferenceStep for ImageModel<B> {
+    type Input = ImageBatch<B>;
     type Output = ClassificationOutput<B>;
 
-    fn step(&self, batch: MnistBatch<B>) -> ClassificationOutput<B> {
+    fn step(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
         self.forward_classification(batch)
     }
 }

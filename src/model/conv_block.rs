@@ -1,30 +1,42 @@
-//! conv → ReLU → max-pool, the building block of both CNNs, run either by cubenet's fused
-//! kernel or by Burn's own ops.
+//! conv → ReLU → max-pool, the building block of the CNNs, run either by cubenet's fused
+//! kernel or by Burn's own ops; also the conv alone and conv → ReLU, for networks that pool
+//! elsewhere or not at all.
 
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use burn::tensor::module::max_pool2d;
-use cubenet_kernels::{ConvOptions2d, KernelBackend, PoolOptions2d, conv_relu_pool};
+use cubenet_kernels::{ConvOptions2d, KernelBackend, PoolOptions2d, conv_relu_pool, conv2d};
 
-use super::KernelPath;
+use super::{KernelPath, Size2};
 
-/// A convolution with ReLU and max-pool; stride 1, square kernel and pool.
+/// What a [`ConvBlock`] applies after its convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterConv {
+    /// Nothing: the raw convolution.
+    Nothing,
+    /// ReLU.
+    Relu,
+    /// ReLU, then a max-pool: one fused kernel on the custom path.
+    ReluPool(PoolOptions2d),
+}
+
+/// A convolution (with bias) followed by [`AfterConv`].
 #[derive(Module, Debug)]
 pub struct ConvBlock<B: Backend> {
     conv: Conv2d<B>,
     #[module(skip)]
     conv_options: ConvOptions2d,
     #[module(skip)]
-    pool: PoolOptions2d,
+    after: AfterConv,
     #[module(skip)]
     kernels: KernelPath,
 }
 
 impl<B: Backend> ConvBlock<B> {
-    /// `channels` = [in, out]; `kernel`×`kernel` filters with `padding`; `pool`×`pool`
-    /// windows with stride `pool`. Callers check the geometry first.
+    /// The CNNs' square block: `channels` = [in, out]; `kernel`×`kernel` filters with
+    /// stride 1 and `padding`, ReLU, `pool`×`pool` windows with stride `pool`. Callers
+    /// check the geometry first.
     pub fn new(
         channels: [usize; 2],
         kernel: usize,
@@ -33,21 +45,39 @@ impl<B: Backend> ConvBlock<B> {
         kernels: KernelPath,
         device: &B::Device,
     ) -> Self {
-        let conv = Conv2dConfig::new(channels, [kernel; 2])
-            .with_padding(PaddingConfig2d::Explicit(
-                padding, padding, padding, padding,
-            ))
+        Self::with_options(
+            channels,
+            [kernel; 2],
+            ConvOptions2d::new([1, 1], [padding; 2]),
+            AfterConv::ReluPool(PoolOptions2d::new([pool; 2], [pool; 2], [0, 0])),
+            kernels,
+            device,
+        )
+    }
+
+    /// Any block: `channels` = [in, out], `kernel`-sized filters with the stride and zero
+    /// padding of `conv`, then `after`. Callers check the geometry first.
+    pub fn with_options(
+        channels: [usize; 2],
+        kernel: Size2,
+        conv: ConvOptions2d,
+        after: AfterConv,
+        kernels: KernelPath,
+        device: &B::Device,
+    ) -> Self {
+        let [ph, pw] = conv.padding;
+        let layer = Conv2dConfig::new(channels, kernel)
+            .with_stride(conv.stride)
+            .with_padding(PaddingConfig2d::Explicit(ph, pw, ph, pw))
             .init(device);
         Self {
-            conv,
-            conv_options: ConvOptions2d::new([1, 1], [padding; 2]),
-            pool: PoolOptions2d::new([pool; 2], [pool; 2], [0, 0]),
+            conv: layer,
+            conv_options: conv,
+            after,
             kernels,
         }
     }
-}
 
-impl<B: Backend> ConvBlock<B> {
     /// Which implementation runs this block.
     pub fn kernels(&self) -> KernelPath {
         self.kernels
@@ -56,29 +86,20 @@ impl<B: Backend> ConvBlock<B> {
 
 impl<B: KernelBackend> ConvBlock<B> {
     pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
-        match self.kernels {
-            KernelPath::Custom => conv_relu_pool(
-                x,
-                self.conv.weight.val(),
-                self.conv.bias.as_ref().map(|bias| bias.val()),
-                self.conv_options,
-                self.pool,
-            ),
-            KernelPath::Burn => {
-                let PoolOptions2d {
-                    kernel,
-                    stride,
-                    padding,
-                } = self.pool;
-                max_pool2d(
-                    relu(self.conv.forward(x)),
-                    kernel,
-                    stride,
-                    padding,
-                    [1, 1],
-                    false,
-                )
+        let weight = self.conv.weight.val();
+        let bias = self.conv.bias.as_ref().map(|bias| bias.val());
+        let conv = match (self.kernels, self.after) {
+            // One pass that never stores the full-resolution map.
+            (KernelPath::Custom, AfterConv::ReluPool(pool)) => {
+                return conv_relu_pool(x, weight, bias, self.conv_options, pool);
             }
+            (KernelPath::Custom, _) => conv2d(x, weight, bias, self.conv_options),
+            (KernelPath::Burn, _) => self.conv.forward(x),
+        };
+        match self.after {
+            AfterConv::Nothing => conv,
+            AfterConv::Relu => relu(conv),
+            AfterConv::ReluPool(pool) => self.kernels.max_pool(relu(conv), pool),
         }
     }
 }

@@ -2,7 +2,8 @@
 
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
-use cubenet_kernels::{KernelBackend, cross_entropy};
+use burn::tensor::module::max_pool2d;
+use cubenet_kernels::{KernelBackend, PoolOptions2d, cross_entropy};
 use serde::{Deserialize, Serialize};
 
 /// Which implementation runs a network's conv·ReLU·pool blocks and dense layers. Both
@@ -32,6 +33,17 @@ impl KernelPath {
             KernelPath::Burn => CrossEntropyLossConfig::new()
                 .init(&logits.device())
                 .forward(logits, targets),
+        }
+    }
+
+    /// Max-pool of `x`: cubenet's pool kernel (with its argmax kept for the backward) on
+    /// the custom path, Burn's `max_pool2d` on Burn's.
+    pub fn max_pool<B: KernelBackend>(self, x: Tensor<B, 4>, pool: PoolOptions2d) -> Tensor<B, 4> {
+        match self {
+            KernelPath::Custom => cubenet_kernels::max_pool2d(x, pool),
+            KernelPath::Burn => {
+                max_pool2d(x, pool.kernel, pool.stride, pool.padding, [1, 1], false)
+            }
         }
     }
 }

@@ -1,23 +1,27 @@
-//! The networks: the seed CNN, a LeNet-style CNN, an MLP and the tabular net built on it,
-//! generic over the backend.
+//! The networks: the seed CNN, a LeNet-style CNN, a CNN defined layer by layer, an MLP and
+//! the tabular net built on it, generic over the backend.
 
 mod activation;
 mod classifier;
+mod cnn;
 mod conv_block;
 mod dense;
 mod geometry;
 mod kernel_path;
+mod layer_spec;
 mod lenet;
 mod mlp;
 mod simple_cnn;
 mod tabular_net;
 
 pub use activation::Activation;
-pub use classifier::{MnistModel, MnistModelConfig};
-pub use conv_block::ConvBlock;
+pub use classifier::{ImageModel, ImageModelConfig};
+pub use cnn::{Cnn, CnnConfig, CnnSummary, LayerSummary, Shape};
+pub use conv_block::{AfterConv, ConvBlock};
 pub use dense::Dense;
 pub use geometry::{Size2, conv_output, pool_output};
 pub use kernel_path::KernelPath;
+pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, Width};
 pub use lenet::{LeNet, LeNetConfig};
 pub use mlp::{Mlp, MlpConfig};
 pub use simple_cnn::{SimpleCnn, SimpleCnnConfig};
@@ -51,4 +55,30 @@ pub enum ModelError {
     ActivationCount { given: usize, hidden: usize },
     #[error("layer `{layer}`: {what} must be positive, got a zero")]
     Zero { layer: String, what: &'static str },
+    #[error("layer `{layer}`: {problem}")]
+    Layer {
+        layer: String,
+        problem: &'static str,
+    },
+    #[error(
+        "layer `{layer}`: a CNN ends with its logits, one per class ({classes}): make the last \
+         layer `dense = \"classes\"` (this one outputs {output})"
+    )]
+    NoLogits {
+        layer: String,
+        output: Shape,
+        classes: usize,
+    },
+    #[error("a CNN needs layers, the last of them `dense = \"classes\"`")]
+    NoLayers,
+    #[error(
+        "model `{model}` takes square gray images, not {channels}x{height}x{width}: use \
+         [model] kind = \"cnn\" with its `layers`"
+    )]
+    NotSquareGray {
+        model: &'static str,
+        channels: usize,
+        height: usize,
+        width: usize,
+    },
 }

@@ -1,15 +1,16 @@
-//! Settings of an MNIST training run, saved as `config.json` next to the model.
+//! Settings of an image training run, saved in `config.json` next to the model.
 
 use burn::prelude::*;
 
 use super::TrainError;
-use crate::model::MnistModelConfig;
+use crate::data::Augment;
+use crate::model::ImageModelConfig;
 
-/// Everything that decides what an MNIST run computes.
+/// Everything that decides what an image run computes, apart from its data.
 #[derive(Config, Debug)]
-pub struct MnistTrainingConfig {
+pub struct ImageTrainingConfig {
     /// The network.
-    pub model: MnistModelConfig,
+    pub model: ImageModelConfig,
     /// Passes over the training images (early stopping may end sooner).
     #[config(default = 3)]
     pub epochs: usize,
@@ -29,16 +30,18 @@ pub struct MnistTrainingConfig {
     #[config(default = 3)]
     pub patience: usize,
     /// Extra threads that assemble batches; 0 assembles them on the training thread, which
-    /// costs nothing measurable for MNIST and keeps every GPU tensor on one stream.
+    /// costs nothing measurable for small images and keeps every GPU tensor on one stream.
     #[config(default = 0)]
     pub workers: usize,
     /// Use only this many images of the training file (before the train/valid split).
     pub limit_train: Option<usize>,
     /// Evaluate on only this many test images.
     pub limit_test: Option<usize>,
+    /// Augmentation of the training batches (flips, padded random crops) [default: none].
+    pub augment: Option<Augment>,
 }
 
-impl MnistTrainingConfig {
+impl ImageTrainingConfig {
     /// Refuses settings that cannot train, naming the setting.
     pub fn validate(&self) -> Result<(), TrainError> {
         let invalid = |msg: String| Err(TrainError::Config(msg));
@@ -65,6 +68,9 @@ impl MnistTrainingConfig {
         }
         if self.limit_test == Some(0) {
             return invalid("limit-test must be at least 1".into());
+        }
+        if self.augment.is_some_and(|augment| augment.pad > 64) {
+            return invalid("pad must be at most 64 pixels".into());
         }
         Ok(())
     }

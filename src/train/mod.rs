@@ -1,4 +1,4 @@
-//! Training wiring: burn-train with a dashboard or epoch lines, artifacts, evaluation; MNIST
+//! Training wiring: burn-train with a dashboard or epoch lines, artifacts, evaluation; image
 //! runs here, tabular (CSV) runs in [`tabular`].
 
 mod artifacts;
@@ -7,9 +7,9 @@ mod config;
 mod early_stopping;
 mod epoch_lines;
 mod fused_sgd;
+mod images;
 mod learner_setup;
 mod metric_logs;
-mod mnist;
 mod out_of_memory;
 mod recorder;
 mod resume;
@@ -24,12 +24,14 @@ pub use artifacts::{
     restore_best_epoch, save_config, save_model, valid_losses,
 };
 pub use checkpoints::{CHECKPOINT_DIR, SaveEveryEpoch, last_complete_checkpoint};
-pub use config::MnistTrainingConfig;
+pub use config::ImageTrainingConfig;
 pub use early_stopping::{PatienceStopping, patience_exhausted};
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
 pub use fused_sgd::{FusedSgd, FusedSgdConfig};
+pub use images::{
+    IMAGE_CACHE_DIR, ImageRun, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train,
+};
 pub use learner_setup::{RunLength, finish_run, with_run_settings};
-pub use mnist::{MnistRun, MnistSplits, accuracy_line, evaluate, train};
 pub use recorder::ModelRecorder;
 pub use resume::begin_run;
 pub use run_context::RunContext;

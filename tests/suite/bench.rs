@@ -4,14 +4,13 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 
 use burn::backend::{Autodiff, NdArray};
 use cubenet::bench::{
     BenchModel, BenchPlan, PHASES, Point, Protocol, Report, ReportError, Sweep, Variant,
     time_epoch, time_phases,
 };
-use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
+use cubenet::data::{MnistSource, Split};
 use cubenet::model::KernelPath;
 
 use crate::common::mnist_source;
@@ -223,9 +222,7 @@ fn reports_round_trip_and_schema_errors_name_the_file() {
 #[test]
 fn real_epoch_trains_on_device_resident_mnist() {
     let source = mnist_source();
-    let subset = |split, n| {
-        MnistSubset::all(Arc::new(MnistData::load(&source, split).unwrap())).limit(Some(n))
-    };
+    let subset = |split, n| source.subset(split).unwrap().limit(Some(n));
     let train = subset(Split::Train, 3000);
     let test = subset(Split::Test, 500);
     let device = Default::default();

@@ -10,7 +10,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::prelude::*;
 use cubenet::bench::train_step;
-use cubenet::model::{KernelPath, LeNetConfig, MnistModel};
+use cubenet::model::{ImageModel, KernelPath, LeNetConfig};
 use cubenet::train::FusedSgdConfig;
 
 type B = Autodiff<NdArray>;
@@ -20,12 +20,12 @@ const STEPS: usize = 3;
 
 /// A small LeNet with its parameters initialized (tests share Burn's random generator, so
 /// runs to compare start from clones of one network, not from one seed each).
-fn lenet() -> MnistModel<B> {
+fn lenet() -> ImageModel<B> {
     let config = LeNetConfig::new()
         .with_channels([2, 3])
         .with_hidden(8)
         .with_kernels(KernelPath::Custom);
-    let model = MnistModel::Lenet(config.init(&Default::default()).unwrap());
+    let model = ImageModel::Lenet(config.init(&Default::default()).unwrap());
     values(&model);
     model
 }
@@ -41,7 +41,7 @@ fn batch() -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
 }
 
 /// Every parameter's values, in module order.
-fn values(model: &MnistModel<B>) -> Vec<Vec<f32>> {
+fn values(model: &ImageModel<B>) -> Vec<Vec<f32>> {
     struct Collect(Vec<Vec<f32>>);
     impl ModuleVisitor<B> for Collect {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
@@ -54,10 +54,10 @@ fn values(model: &MnistModel<B>) -> Vec<Vec<f32>> {
 }
 
 fn train(
-    mut model: MnistModel<B>,
-    optimizer: &mut impl Optimizer<MnistModel<B>, B>,
+    mut model: ImageModel<B>,
+    optimizer: &mut impl Optimizer<ImageModel<B>, B>,
     steps: usize,
-) -> MnistModel<B> {
+) -> ImageModel<B> {
     let (images, targets) = batch();
     for _ in 0..steps {
         model = train_step(model, optimizer, images.clone(), targets.clone(), LR);
@@ -114,9 +114,9 @@ fn fused_sgd_velocities_survive_a_record_round_trip() {
 
     let mut first = config.init();
     let model = train(start, &mut first, STEPS - 1);
-    let record = Optimizer::<MnistModel<B>, B>::to_record(&first);
+    let record = Optimizer::<ImageModel<B>, B>::to_record(&first);
     assert_eq!(record.len(), 8, "one velocity per parameter");
-    let mut resumed = Optimizer::<MnistModel<B>, B>::load_record(config.init(), record);
+    let mut resumed = Optimizer::<ImageModel<B>, B>::load_record(config.init(), record);
     let resumed = train(model, &mut resumed, 1);
     assert_close(&values(&resumed), &values(&expected));
 }

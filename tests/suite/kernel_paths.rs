@@ -15,7 +15,7 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::IntElem;
 use cubenet::backend::{BackendError, BackendKind, BackendTask, run_on};
-use cubenet::model::{KernelPath, LeNetConfig, MnistModel, MnistModelConfig, SimpleCnnConfig};
+use cubenet::model::{ImageModel, ImageModelConfig, KernelPath, LeNetConfig, SimpleCnnConfig};
 use cubenet_kernels::AutodiffKernelBackend;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -44,7 +44,7 @@ fn max_relative_diff(ours: &[f32], reference: &[f32]) -> f32 {
 }
 
 /// A model configuration with the given kernel path.
-type ModelFor = fn(KernelPath) -> MnistModelConfig;
+type ModelFor = fn(KernelPath) -> ImageModelConfig;
 
 /// The model with cubenet's kernels on `B` and Burn's ops on the CPU, with the same weights
 /// (drawn on the CPU with `seed`).
@@ -52,7 +52,7 @@ fn twin_models<B: AutodiffKernelBackend>(
     config: ModelFor,
     seed: u64,
     device: &B::Device,
-) -> (MnistModel<B>, MnistModel<Cpu>) {
+) -> (ImageModel<B>, ImageModel<Cpu>) {
     let cpu = Default::default();
     Cpu::seed(&cpu, seed);
     // Parameters initialize lazily, and a clone of an uninitialized one draws its own
@@ -90,13 +90,13 @@ impl BackendTask for SamePaths {
         let configs: [(ModelFor, usize); 3] = [
             (
                 |k| {
-                    MnistModelConfig::Simple(SimpleCnnConfig::new().with_filters(7).with_kernels(k))
+                    ImageModelConfig::Simple(SimpleCnnConfig::new().with_filters(7).with_kernels(k))
                 },
                 9,
             ),
             (
                 |k| {
-                    MnistModelConfig::Lenet(
+                    ImageModelConfig::Lenet(
                         LeNetConfig::new()
                             .with_channels([5, 6])
                             .with_hidden(16)
@@ -106,7 +106,7 @@ impl BackendTask for SamePaths {
                 9,
             ),
             (
-                |k| MnistModelConfig::Simple(SimpleCnnConfig::new().with_kernels(k)),
+                |k| ImageModelConfig::Simple(SimpleCnnConfig::new().with_kernels(k)),
                 48,
             ),
         ];
@@ -204,7 +204,7 @@ impl BackendTask for SameTraining {
         const STEPS: usize = 12;
         const BATCH: usize = 48;
         let seed_cnn: ModelFor =
-            |k| MnistModelConfig::Simple(SimpleCnnConfig::new().with_kernels(k));
+            |k| ImageModelConfig::Simple(SimpleCnnConfig::new().with_kernels(k));
         let (ours, reference) = twin_models::<B>(seed_cnn, 11, &device);
         let mut rng = StdRng::seed_from_u64(11);
         let batches: Vec<(Vec<f32>, Vec<i64>)> = (0..STEPS)
@@ -232,7 +232,7 @@ impl BackendTask for SameTraining {
 
 /// Adam steps on `batches` of (pixels, labels); the loss of each step.
 fn train<B: AutodiffKernelBackend>(
-    mut model: MnistModel<B>,
+    mut model: ImageModel<B>,
     batches: &[(Vec<f32>, Vec<i64>)],
     device: &B::Device,
 ) -> Vec<f32> {

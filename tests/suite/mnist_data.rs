@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::data::dataset::Dataset;
-use cubenet::data::{DataError, MnistData, MnistSource, MnistSubset, Split};
+use cubenet::data::{DataError, ImageSet, ImageSubset, MnistSource, Split, mnist_normalization};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
@@ -36,21 +36,26 @@ fn write_split(dir: &Path, n: u32, labels: &[u8]) {
 }
 
 fn load_err(dir: &Path) -> String {
-    let err = MnistData::from_dir(dir, Split::Train).unwrap_err();
+    let err = from_dir(dir, Split::Train).unwrap_err();
     err.to_string()
+}
+
+/// One split of the MNIST IDX files in `dir`.
+fn from_dir(dir: &Path, split: Split) -> Result<ImageSet, DataError> {
+    MnistSource::Dir(dir.to_path_buf()).load(split)
 }
 
 #[test]
 fn real_mnist_has_the_published_counts_and_labels() {
     let source = crate::common::mnist_source();
-    let train = MnistData::load(&source, Split::Train).unwrap();
-    let test = MnistData::load(&source, Split::Test).unwrap();
+    let train = source.load(Split::Train).unwrap();
+    let test = source.load(Split::Test).unwrap();
     assert_eq!(train.len(), 60_000);
     assert_eq!(test.len(), 10_000);
     // The first digits of each file, as published.
-    let first: Vec<u8> = (0..8).map(|i| train.label(i)).collect();
+    let first: Vec<u32> = (0..8).map(|i| train.label(i)).collect();
     assert_eq!(first, [5, 0, 4, 1, 9, 2, 1, 3]);
-    let first: Vec<u8> = (0..8).map(|i| test.label(i)).collect();
+    let first: Vec<u32> = (0..8).map(|i| test.label(i)).collect();
     assert_eq!(first, [7, 2, 1, 0, 4, 1, 4, 9]);
     // Each class appears roughly a tenth of the time.
     let mut counts = [0usize; 10];
@@ -81,8 +86,8 @@ fn raw_and_gzip_files_load_the_same() {
         )
         .unwrap();
     }
-    let a = MnistData::from_dir(raw.path(), Split::Train).unwrap();
-    let b = MnistData::from_dir(gz.path(), Split::Train).unwrap();
+    let a = from_dir(raw.path(), Split::Train).unwrap();
+    let b = from_dir(gz.path(), Split::Train).unwrap();
     assert_eq!(a.len(), 3);
     assert_eq!((0..3).map(|i| b.label(i)).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(a.image(2), b.image(2));
@@ -162,13 +167,13 @@ fn wrong_image_size_and_bad_labels() {
 #[test]
 fn missing_files_and_directories() {
     let dir = tempfile::tempdir().unwrap();
-    let err = MnistData::from_dir(dir.path(), Split::Test).unwrap_err();
+    let err = from_dir(dir.path(), Split::Test).unwrap_err();
     assert!(matches!(err, DataError::Missing { .. }));
     assert!(
         err.to_string()
             .contains("no t10k-images-idx3-ubyte or t10k-images-idx3-ubyte.gz")
     );
-    let err = MnistData::from_dir(&dir.path().join("nope"), Split::Test).unwrap_err();
+    let err = from_dir(&dir.path().join("nope"), Split::Test).unwrap_err();
     assert!(err.to_string().contains("no such directory"), "{err}");
 }
 
@@ -177,19 +182,21 @@ fn seeded_split_is_disjoint_reproducible_and_limited() {
     let dir = tempfile::tempdir().unwrap();
     let labels: Vec<u8> = (0..100).map(|i| (i % 10) as u8).collect();
     write_split(dir.path(), 100, &labels);
-    let data = Arc::new(MnistData::from_dir(dir.path(), Split::Train).unwrap());
-    let (train, valid) = MnistSubset::all(data.clone())
+    let data = Arc::new(from_dir(dir.path(), Split::Train).unwrap());
+    let (train, valid) = ImageSubset::all(data.clone(), mnist_normalization())
         .limit(Some(50))
         .split_off(0.2, 7);
     assert_eq!((train.len(), valid.len()), (40, 10));
-    let (again, _) = MnistSubset::all(data).limit(Some(50)).split_off(0.2, 7);
-    let first = |s: &MnistSubset| s.get(0).unwrap().pixels;
+    let (again, _) = ImageSubset::all(data, mnist_normalization())
+        .limit(Some(50))
+        .split_off(0.2, 7);
+    let first = |s: &ImageSubset| s.get(0).unwrap().pixels().to_vec();
     assert_eq!(first(&train), first(&again));
     // Images are distinct (pixel pattern depends on the index), so compare them.
     let seen: Vec<_> = (0..train.len())
-        .map(|i| train.get(i).unwrap().pixels)
+        .map(|i| train.get(i).unwrap().pixels().to_vec())
         .collect();
     for i in 0..valid.len() {
-        assert!(!seen.contains(&valid.get(i).unwrap().pixels));
+        assert!(!seen.contains(&valid.get(i).unwrap().pixels().to_vec()));
     }
 }

@@ -3,7 +3,7 @@
 use burn::backend::NdArray;
 use burn::prelude::*;
 use cubenet::model::{
-    Activation, LeNetConfig, MlpConfig, MnistModelConfig, ModelError, SimpleCnnConfig,
+    Activation, ImageModelConfig, LeNetConfig, MlpConfig, ModelError, SimpleCnnConfig,
 };
 
 type B = NdArray;
@@ -36,7 +36,7 @@ fn output_shapes() {
     let flat = Tensor::<B, 2>::zeros([5, 784], &device) + 0.5;
     assert_eq!(mlp.forward(flat).dims(), [5, 10]);
     // The MNIST wrapper flattens images for the MLP.
-    let model = MnistModelConfig::Mlp(MlpConfig::new(784, vec![8], 10))
+    let model = ImageModelConfig::Mlp(MlpConfig::new(784, vec![8], 10))
         .init::<B>(&device)
         .unwrap();
     assert_eq!(model.forward(images(4, 28)).dims(), [4, 10]);
@@ -171,17 +171,17 @@ fn impossible_geometry_names_the_layer() {
 
 #[test]
 fn model_config_round_trips_through_json() {
-    let config = MnistModelConfig::Mlp(
+    let config = ImageModelConfig::Mlp(
         MlpConfig::new(784, vec![64], 10).with_activation(Activation::SigmoidGain { gain: 2.5 }),
     );
     let json = serde_json::to_string(&config).unwrap();
     assert!(json.contains(r#""kind":"mlp""#), "{json}");
-    let back: MnistModelConfig = serde_json::from_str(&json).unwrap();
+    let back: ImageModelConfig = serde_json::from_str(&json).unwrap();
     assert_eq!(serde_json::to_string(&back).unwrap(), json);
-    let lenet = MnistModelConfig::Lenet(LeNetConfig::new().with_hidden(32));
+    let lenet = ImageModelConfig::Lenet(LeNetConfig::new().with_hidden(32));
     let json = serde_json::to_string(&lenet).unwrap();
     assert!(json.contains(r#""kind":"lenet""#) && json.contains(r#""channels":[32,64]"#));
-    let MnistModelConfig::Lenet(back) = serde_json::from_str(&json).unwrap() else {
+    let ImageModelConfig::Lenet(back) = serde_json::from_str(&json).unwrap() else {
         panic!("wrong variant from {json}")
     };
     assert_eq!((back.hidden, back.channels), (32, [32, 64]));

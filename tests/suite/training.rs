@@ -5,10 +5,10 @@ use std::process::Command;
 use burn::backend::{Autodiff, NdArray};
 use burn::data::dataset::Dataset;
 use cubenet::backend::BackendKind;
-use cubenet::data::MnistSource;
-use cubenet::model::{MlpConfig, MnistModelConfig, SimpleCnnConfig};
+use cubenet::data::{ImageSource, MnistSource};
+use cubenet::model::{ImageModelConfig, MlpConfig, SimpleCnnConfig};
 use cubenet::train::{
-    CONFIG_FILE, CURVES_FILE, MODEL_FILE, MnistSplits, MnistTrainingConfig, RunContext, evaluate,
+    CONFIG_FILE, CURVES_FILE, ImageSplits, ImageTrainingConfig, MODEL_FILE, RunContext, evaluate,
     train,
 };
 
@@ -16,14 +16,19 @@ type B = Autodiff<NdArray>;
 
 #[test]
 fn seeded_simple_cnn_learns_digits_from_2000_images() {
-    let config = MnistTrainingConfig::new(MnistModelConfig::Simple(
+    let config = ImageTrainingConfig::new(ImageModelConfig::Simple(
         SimpleCnnConfig::new().with_filters(8),
     ))
     .with_epochs(3)
     .with_batch_size(32)
     .with_limit_train(Some(2_000))
     .with_limit_test(Some(1_000));
-    let splits = MnistSplits::load(&crate::common::mnist_source(), &config).unwrap();
+    let splits = ImageSplits::load(
+        &ImageSource::Mnist(crate::common::mnist_source()),
+        &config,
+        None,
+    )
+    .unwrap();
     assert_eq!(
         (splits.train.len(), splits.valid.len(), splits.test.len()),
         (1_800, 200, 1_000)
@@ -50,11 +55,16 @@ fn seeded_simple_cnn_learns_digits_from_2000_images() {
 
 #[test]
 fn mlp_trains_on_flattened_digits() {
-    let config = MnistTrainingConfig::new(MnistModelConfig::Mlp(MlpConfig::new(784, vec![64], 10)))
+    let config = ImageTrainingConfig::new(ImageModelConfig::Mlp(MlpConfig::new(784, vec![64], 10)))
         .with_epochs(2)
         .with_limit_train(Some(2_000))
         .with_limit_test(Some(500));
-    let splits = MnistSplits::load(&crate::common::mnist_source(), &config).unwrap();
+    let splits = ImageSplits::load(
+        &ImageSource::Mnist(crate::common::mnist_source()),
+        &config,
+        None,
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let run = RunContext::<B>::new(dir.path(), Default::default());
     let model = train(&config, &splits, &run).unwrap();
@@ -64,7 +74,7 @@ fn mlp_trains_on_flattened_digits() {
 
 #[test]
 fn invalid_settings_are_refused_before_training() {
-    let config = MnistTrainingConfig::new(MnistModelConfig::Simple(SimpleCnnConfig::new()))
+    let config = ImageTrainingConfig::new(ImageModelConfig::Simple(SimpleCnnConfig::new()))
         .with_batch_size(0);
     let err = config.validate().unwrap_err();
     assert_eq!(

@@ -20,7 +20,7 @@ use cubenet::bench::{
     BenchModel, BenchPlan, EpochPlan, Measurement, Point, Protocol, Report, Sweep, Variant,
     measurement_count, run_variant, this_run,
 };
-use cubenet::data::{MnistData, MnistSource, MnistSubset, Split};
+use cubenet::data::{ImageSubset, MnistSource, Split};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
@@ -132,9 +132,8 @@ impl Args {
         let Some(dir) = &self.data_dir else {
             return Ok(None);
         };
-        let load = |split| -> anyhow::Result<MnistSubset> {
-            let data = MnistData::load(&MnistSource::Dir(dir.clone()), split)?;
-            Ok(MnistSubset::all(data.into()))
+        let load = |split| -> anyhow::Result<ImageSubset> {
+            Ok(MnistSource::Dir(dir.clone()).subset(split)?)
         };
         let filters = self.epoch_model.has_filters().then_some(self.epoch_filters);
         Ok(Some(EpochPlan {

@@ -1,39 +1,66 @@
-//! `cubenet eval`: a trained model's test metrics, on the CPU.
+//! `cubenet eval`: a trained model's test metrics, on the chosen backend.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cubenet::data::{MnistData, MnistSource, MnistSubset, Split, Table};
-use cubenet::train::accuracy_line;
+use cubenet::backend::{BackendKind, BackendTask, run_on};
+use cubenet::data::Table;
 use cubenet::train::tabular::TabularSplits;
+use cubenet::train::{IMAGE_CACHE_DIR, ImageSplits, accuracy_line, evaluate};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
-use crate::saved::{SavedRun, mnist_dir};
+use crate::saved::{SavedRun, image_source};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Artifact directory of a finished `cubenet train`
     #[arg(long)]
     model_dir: PathBuf,
-    /// Image runs: MNIST IDX directory [default: the run's, else download]
+    /// MNIST runs: IDX directory [default: the run's, else download]
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Tabular runs: measure on every row of this CSV [default: the run's test split]
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// [default: cuda when compiled in, else ndarray]
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let device = Default::default();
-    match SavedRun::load(&args.model_dir)? {
-        SavedRun::Image { model, run, .. } => {
-            let source = mnist_dir(args.data_dir, run.as_ref())
-                .map_or(MnistSource::Download, MnistSource::Dir);
-            let test = MnistSubset::all(Arc::new(MnistData::load(&source, Split::Test)?));
-            println!(
-                "{}",
-                accuracy_line(cubenet::train::evaluate(&model, &test, &device))
+    let backend = args.backend.unwrap_or_else(BackendKind::default_for_build);
+    run_on(backend, Eval(args))?
+}
+
+/// The evaluation as a task run on the chosen backend.
+struct Eval(Args);
+
+impl BackendTask for Eval {
+    type Output = anyhow::Result<()>;
+
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+        eval::<B::InnerBackend>(self.0, &device)
+    }
+}
+
+fn eval<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> {
+    match SavedRun::<B>::load(&args.model_dir, device)? {
+        SavedRun::Image { model, saved, run } => {
+            // The run's own test split (its validation split where the data has none).
+            let source = image_source(args.data_dir, run.as_ref())?;
+            let images = source.load(Some(&args.model_dir.join(IMAGE_CACHE_DIR)))?;
+            let splits = ImageSplits::cut(&source, images, &saved.config);
+            anyhow::ensure!(
+                splits.classes() == saved.classes,
+                "the images have the classes {:?} but the model was trained on {:?}",
+                splits.classes(),
+                saved.classes
             );
+            let test = splits
+                .test
+                .with_normalization(Arc::new(saved.normalization));
+            println!("{}", accuracy_line(evaluate(&model, &test, device)));
         }
         SavedRun::Tabular { model, run } => {
             let (inputs, targets) = match args.csv {
@@ -67,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
             };
             println!("rows: {}", inputs.rows());
-            println!("{}", model.evaluate(&inputs, &targets, &device));
+            println!("{}", model.evaluate(&inputs, &targets, device));
         }
     }
     Ok(())

@@ -1,94 +1,210 @@
-//! `cubenet predict`: a trained model applied to new inputs, on the CPU.
+//! `cubenet predict`: a trained model applied to new inputs, on the chosen backend.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use cubenet::atomic_file::write_atomically;
-use cubenet::data::{IMAGE_SIDE, read_digits};
-use cubenet::model::MnistModel;
+use cubenet::backend::{BackendKind, BackendTask, run_on};
+use cubenet::data::{
+    Channels, DataError, Decoding, ImageShape, image_files, is_image, mnist_classes, read_idx_file,
+    read_image_file,
+};
+use cubenet::model::ImageModel;
+use cubenet::train::SavedImageConfig;
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 use crate::saved::SavedRun;
+
+/// Images per forward pass.
+const BATCH: usize = 1000;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Artifact directory of a finished `cubenet train`
     #[arg(long)]
     model_dir: PathBuf,
-    /// A PNG of one 28×28 digit or an IDX image file (image runs), or a CSV (tabular runs)
-    input: PathBuf,
-    /// Where predictions go [default: stdout for images, `<input>-predictions.csv` for CSVs]
+    /// Image runs: image files (.png, .jpg, .jpeg), folders of them, or IDX image files;
+    /// tabular runs: one CSV
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Where predictions go [default: stdout for one image file, else
+    /// `<first input>-predictions.csv` beside it]
     #[arg(long)]
     output: Option<PathBuf>,
-    /// Images: the digit is dark on a light background (MNIST's are light on dark)
+    /// Images: invert the pixels (dark drawings on light paper for a model trained on
+    /// MNIST's light digits on dark)
     #[arg(long)]
     invert: bool,
+    /// [default: cuda when compiled in, else ndarray]
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let device = Default::default();
-    match SavedRun::load(&args.model_dir)? {
-        SavedRun::Image { model, .. } => {
-            let digits = read_digits(&args.input, args.invert)?;
-            let lines = predict_digits(&model, &digits);
-            match &args.output {
-                Some(path) => {
-                    let mut text = String::from("image,digit,probability\n");
-                    for (i, (digit, p)) in lines.iter().enumerate() {
-                        text.push_str(&format!("{i},{digit},{p:.6}\n"));
-                    }
-                    write_atomically(path, text.as_bytes())?;
-                    println!("wrote {} predictions to {}", lines.len(), path.display());
-                }
-                None => {
+    let backend = args.backend.unwrap_or_else(BackendKind::default_for_build);
+    run_on(backend, Predict(args))?
+}
+
+/// The prediction as a task run on the chosen backend.
+struct Predict(Args);
+
+impl BackendTask for Predict {
+    type Output = anyhow::Result<()>;
+
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+        predict::<B::InnerBackend>(self.0, &device)
+    }
+}
+
+fn predict<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> {
+    match SavedRun::<B>::load(&args.model_dir, device)? {
+        SavedRun::Image { model, saved, .. } => {
+            let images = read_inputs(&args.inputs, saved.shape, args.invert)?;
+            let pixels: Vec<&[u8]> = images.iter().map(|(_, pixels)| pixels.as_slice()).collect();
+            let predictions = classify(&model, &saved, &pixels, device);
+            let single_file = args.inputs.len() == 1 && !args.inputs[0].is_dir();
+            match (&args.output, single_file) {
+                (None, true) => {
+                    let noun = match saved.classes == mnist_classes() {
+                        true => "digit",
+                        false => "class",
+                    };
                     let mut out = std::io::stdout().lock();
-                    for (digit, p) in lines {
-                        writeln!(out, "digit {digit} (probability {p:.4})")?;
+                    for (class, p) in predictions {
+                        writeln!(out, "{noun} {} (probability {p:.4})", saved.classes[class])?;
                     }
+                }
+                (output, _) => {
+                    let path = output
+                        .clone()
+                        .unwrap_or_else(|| predictions_path(&args.inputs[0]));
+                    let mut text = String::from("path,class,probability\n");
+                    for ((name, _), (class, p)) in images.iter().zip(&predictions) {
+                        let class = &saved.classes[*class];
+                        text.push_str(&format!(
+                            "{},{},{p:.6}\n",
+                            csv_field(name),
+                            csv_field(class)
+                        ));
+                    }
+                    write_atomically(&path, text.as_bytes())?;
+                    println!(
+                        "wrote {} predictions to {}",
+                        predictions.len(),
+                        path.display()
+                    );
                 }
             }
         }
         SavedRun::Tabular { model, .. } => {
-            let output = args.output.unwrap_or_else(|| predictions_path(&args.input));
-            let rows = model.predict_csv(&args.input, &output, &device)?;
+            let [input] = args.inputs.as_slice() else {
+                anyhow::bail!("a tabular run predicts the rows of one CSV file");
+            };
+            let output = args.output.unwrap_or_else(|| predictions_path(input));
+            let rows = model.predict_csv(input, &output, device)?;
             println!("wrote {rows} predictions to {}", output.display());
         }
     }
     Ok(())
 }
 
-/// The most likely digit of each image and its probability.
-fn predict_digits(model: &MnistModel<NdArray>, digits: &[[u8; 784]]) -> Vec<(usize, f32)> {
-    let device = Default::default();
-    digits
-        .chunks(1000)
+/// Every image of `inputs` with its name, as the CHW pixels of `shape`: image files are
+/// converted and resized to it, folders read for their image files, anything else read as
+/// an IDX image file `[n, height, width]` (gray runs; images named `file#index`).
+fn read_inputs(
+    inputs: &[PathBuf],
+    shape: ImageShape,
+    invert: bool,
+) -> Result<Vec<(String, Vec<u8>)>, DataError> {
+    let decoding = Decoding {
+        channels: match shape.channels {
+            1 => Channels::Gray,
+            _ => Channels::Rgb,
+        },
+        size: Some([shape.height as u32, shape.width as u32]),
+    };
+    let mut images = Vec::new();
+    for input in inputs {
+        for path in image_files(input)? {
+            let name = path.display().to_string();
+            if is_image(&path) {
+                images.push((name, read_image_file(&path, decoding, shape)?));
+                continue;
+            }
+            let idx = read_idx_file(&path)?;
+            if shape.channels != 1
+                || idx.dims.len() != 3
+                || idx.dims[1..] != [shape.height, shape.width]
+            {
+                return Err(DataError::Image {
+                    path,
+                    what: format!(
+                        "expected a .png, .jpg or .jpeg image, or IDX images [n, {}, {}] of a \
+                         gray model; got IDX dimensions {:?}",
+                        shape.height, shape.width, idx.dims
+                    ),
+                });
+            }
+            let images_in_file = idx.data.chunks_exact(shape.bytes()).enumerate();
+            images
+                .extend(images_in_file.map(|(i, pixels)| (format!("{name}#{i}"), pixels.to_vec())));
+        }
+    }
+    if invert {
+        for (_, pixels) in &mut images {
+            pixels.iter_mut().for_each(|p| *p = 255 - *p);
+        }
+    }
+    Ok(images)
+}
+
+/// The most likely class of each image and its probability.
+fn classify<B: KernelBackend>(
+    model: &ImageModel<B>,
+    saved: &SavedImageConfig,
+    images: &[&[u8]],
+    device: &B::Device,
+) -> Vec<(usize, f32)> {
+    let shape = saved.shape;
+    let classes = saved.classes.len();
+    images
+        .chunks(BATCH)
         .flat_map(|chunk| {
             let pixels: Vec<f32> = chunk
                 .iter()
-                .flatten()
-                .map(|&p| cubenet::data::normalize_pixel(p))
+                .flat_map(|image| saved.normalization.normalize(image))
                 .collect();
-            let images = Tensor::<NdArray, 4>::from_data(
-                TensorData::new(pixels, [chunk.len(), 1, IMAGE_SIDE, IMAGE_SIDE]),
-                &device,
-            );
+            let dims = [chunk.len(), shape.channels, shape.height, shape.width];
+            let images = Tensor::<B, 4>::from_data(TensorData::new(pixels, dims), device);
             let probabilities = softmax(model.forward(images), 1);
-            let values: Vec<f32> = probabilities.into_data().to_vec().expect("f32 outputs");
+            let values: Vec<f32> = probabilities
+                .into_data()
+                .convert::<f32>()
+                .to_vec()
+                .expect("f32 outputs");
             values
-                .chunks(10)
+                .chunks(classes)
                 .map(|row| {
-                    let (digit, p) = row
+                    let (class, p) = row
                         .iter()
                         .enumerate()
                         .max_by(|a, b| a.1.total_cmp(b.1))
-                        .expect("ten classes");
-                    (digit, *p)
+                        .expect("at least one class");
+                    (class, *p)
                 })
                 .collect::<Vec<_>>()
         })
         .collect()
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_field(text: &str) -> String {
+    match text.contains([',', '"', '\n', '\r']) {
+        true => format!("\"{}\"", text.replace('"', "\"\"")),
+        false => text.to_string(),
+    }
 }
 
 /// `data.csv` → `data-predictions.csv`, beside it.

@@ -1,33 +1,35 @@
-//! A trained run read back from its artifact directory, on the CPU.
+//! A trained run read back from its artifact directory, on the backend `eval` or `predict`
+//! runs on.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use burn::backend::NdArray;
-use burn::config::Config;
-use cubenet::model::MnistModel;
-use cubenet::run_config::{DataSection, RunConfig};
+use burn::prelude::Backend;
+use cubenet::data::{ImageSource, MnistSource};
+use cubenet::model::ImageModel;
+use cubenet::run_config::{DataSection, Job, RunConfig};
 use cubenet::train::tabular::{PREPROCESSING_FILE, TabularModel};
-use cubenet::train::{CONFIG_FILE, MnistTrainingConfig, load_model};
+use cubenet::train::{CONFIG_FILE, SavedImageConfig, load_model};
+use cubenet_kernels::KernelBackend;
 
 use crate::train::RUN_FILE;
 
 /// A trained model of either kind, with the run file it was trained from when there is one.
-pub enum SavedRun {
+pub enum SavedRun<B: Backend> {
     Image {
-        model: Box<MnistModel<NdArray>>,
+        model: Box<ImageModel<B>>,
+        /// Its settings, classes, image shape and normalization.
+        saved: Box<SavedImageConfig>,
         run: Option<RunConfig>,
     },
     Tabular {
-        model: Box<TabularModel<NdArray>>,
+        model: Box<TabularModel<B>>,
         run: Option<RunConfig>,
     },
 }
 
-impl SavedRun {
-    /// Loads the model in `dir` (a tabular run has `preprocessing.json`).
-    pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let device = Default::default();
+impl<B: KernelBackend> SavedRun<B> {
+    /// Loads the model in `dir` onto `device` (a tabular run has `preprocessing.json`).
+    pub fn load(dir: &Path, device: &B::Device) -> anyhow::Result<Self> {
         let run_path = dir.join(RUN_FILE);
         let run = run_path
             .is_file()
@@ -35,32 +37,56 @@ impl SavedRun {
             .transpose()?;
         if dir.join(PREPROCESSING_FILE).is_file() {
             return Ok(SavedRun::Tabular {
-                model: Box::new(TabularModel::load(dir, &device)?),
+                model: Box::new(TabularModel::load(dir, device)?),
                 run,
             });
         }
-        let config_path = dir.join(CONFIG_FILE);
         anyhow::ensure!(
-            config_path.is_file(),
+            dir.join(CONFIG_FILE).is_file(),
             "{} holds no trained run (no {CONFIG_FILE}); pass the artifact directory of a \
              finished `cubenet train`",
             dir.display()
         );
-        let config = MnistTrainingConfig::load(&config_path)
-            .with_context(|| format!("cannot read {}", config_path.display()))?;
-        let model = config.model.init::<NdArray>(&device)?;
-        let model = load_model(dir, model, &device)?;
+        let saved = SavedImageConfig::load(dir)?;
+        let model = saved.config.model.init::<B>(device)?;
+        let model = load_model(dir, model, device)?;
         Ok(SavedRun::Image {
             model: Box::new(model),
+            saved: Box::new(saved),
             run,
         })
     }
 }
 
-/// The MNIST directory of an image run: the flag, else the run file's, else none (download).
-pub fn mnist_dir(flag: Option<PathBuf>, run: Option<&RunConfig>) -> Option<PathBuf> {
-    flag.or_else(|| match run.map(|r| &r.data) {
+/// The images of an image run: MNIST from the flag's directory, else the run file's, else
+/// downloaded; other sources as the run file gives them.
+pub fn image_source(flag: Option<PathBuf>, run: Option<&RunConfig>) -> anyhow::Result<ImageSource> {
+    let source = run
+        .and_then(|run| run.resolve().ok())
+        .and_then(|(_, job)| match job {
+            Job::Image { source, .. } => Some(source),
+            Job::Tabular { .. } => None,
+        });
+    match (source, flag) {
+        (Some(ImageSource::Mnist(_)) | None, Some(dir)) => {
+            Ok(ImageSource::Mnist(MnistSource::Dir(dir)))
+        }
+        (Some(_), Some(_)) => {
+            anyhow::bail!(
+                "--data-dir is for MNIST runs; this run reads the data its run.toml names"
+            )
+        }
+        (Some(source), None) => Ok(source),
+        (None, None) => Ok(ImageSource::Mnist(
+            mnist_dir(run).map_or(MnistSource::Download, MnistSource::Dir),
+        )),
+    }
+}
+
+/// The MNIST directory of a run file's `[data]`, if it names one.
+fn mnist_dir(run: Option<&RunConfig>) -> Option<PathBuf> {
+    match run.map(|r| &r.data) {
         Some(DataSection::Mnist { dir, .. }) => dir.clone(),
         _ => None,
-    })
+    }
 }

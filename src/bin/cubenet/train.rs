@@ -6,7 +6,7 @@ use cubenet::atomic_file::write_atomically;
 use cubenet::backend::BackendKind;
 use cubenet::run_config::{DataSection, Job, RunConfig};
 use cubenet::train::tabular::{OptimizerConfig, TabularRun};
-use cubenet::train::{MnistRun, accuracy_line, last_complete_checkpoint};
+use cubenet::train::{ImageRun, accuracy_line, last_complete_checkpoint};
 
 /// The resolved run file saved in the artifact directory, for `eval` and `predict`.
 pub const RUN_FILE: &str = "run.toml";
@@ -58,13 +58,15 @@ impl Args {
         training.seed = self.seed.or(training.seed);
         if let Some(dir) = &self.data_dir {
             let DataSection::Mnist { dir: data_dir, .. } = &mut config.data else {
-                anyhow::bail!("--data-dir is for MNIST runs; set [data] path for a CSV");
+                anyhow::bail!(
+                    "--data-dir is for MNIST runs; set the [data] paths of other runs with --set"
+                );
             };
             *data_dir = Some(dir.clone());
         }
         if let Some(lr) = self.lr {
             let optimizer = config.optimizer.get_or_insert(match config.data {
-                DataSection::Mnist { .. } => OptimizerConfig::Adam {
+                DataSection::Mnist { .. } | DataSection::Images { .. } => OptimizerConfig::Adam {
                     learning_rate: lr,
                     l2: 0.0,
                 },
@@ -100,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     write_atomically(&dir.join(RUN_FILE), resolved.to_toml().as_bytes())?;
     match job {
         Job::Image { config, source } => {
-            let run = MnistRun {
+            let run = ImageRun {
                 config,
                 source,
                 artifact_dir: dir.clone(),

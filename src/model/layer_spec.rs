@@ -1,0 +1,552 @@
+//! The layers of a [`CnnConfig`](super::CnnConfig) as a run file writes them: a list of
+//! inline tables, one key naming the layer and its options beside it.
+//!
+//! ```toml
+//! layers = [
+//!   { conv = 32, kernel = 3, padding = 1 }, { relu = true }, { pool = 2 },
+//!   { dense = 128 }, { relu = true }, { dropout = 0.25 }, { dense = "classes" },
+//! ]
+//! ```
+//!
+//! Parsing refuses unknown keys, tables naming no layer or two, and options that belong to
+//! another layer, naming the layer's position (from 1) in the list. Sizes are checked when
+//! the network is built, where the input's shape is known.
+
+use std::fmt;
+use std::ops::Deref;
+
+use burn::prelude::*;
+use serde::de::{self, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A convolution: `filters` square `kernel`×`kernel` filters (with a bias), sliding by
+/// `stride`, over the input zero-padded by `padding` on each side.
+#[derive(Config, Debug, Copy, PartialEq, Eq)]
+pub struct ConvSpec {
+    /// Output channels.
+    pub filters: usize,
+    /// Side of the square filters.
+    #[config(default = 3)]
+    pub kernel: usize,
+    #[config(default = 1)]
+    pub stride: usize,
+    /// Zeros added on each side of both axes.
+    #[config(default = 0)]
+    pub padding: usize,
+}
+
+/// One layer of a CNN, input side first.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(into = "LayerTable", try_from = "LayerTable")]
+pub enum LayerSpec {
+    /// `{ conv = 32, kernel = 3, stride = 1, padding = 1 }`; `kernel`, `stride` and
+    /// `padding` are optional ([`ConvSpec`]'s defaults).
+    Conv(ConvSpec),
+    /// `{ pool = 2 }`: max-pool over `window`×`window` windows, moved by `stride` (default:
+    /// the window, so that windows tile); a remainder too small for a window is dropped.
+    Pool { window: usize, stride: usize },
+    /// `{ relu = true }`.
+    Relu,
+    /// `{ dense = 128 }` or `{ dense = "classes" }`; the feature maps are flattened before
+    /// the first dense layer.
+    Dense(Width),
+    /// `{ dropout = 0.25 }`: zeroes each value with this probability in training.
+    Dropout(f64),
+    /// `{ batch_norm = true }`: batch normalization over the channels of feature maps, or
+    /// over the features after a dense layer.
+    BatchNorm,
+}
+
+impl LayerSpec {
+    /// A max-pool whose `window`×`window` windows tile the input (stride = window).
+    pub fn pool(window: usize) -> Self {
+        LayerSpec::Pool {
+            window,
+            stride: window,
+        }
+    }
+}
+
+/// Short and unambiguous, as error messages and summaries name the layer: `conv 32 3x3,
+/// padding 1`, `pool 2`, `dense classes`.
+impl fmt::Display for LayerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            LayerSpec::Conv(ConvSpec {
+                filters,
+                kernel,
+                stride,
+                padding,
+            }) => {
+                write!(f, "conv {filters} {kernel}x{kernel}")?;
+                if stride != 1 {
+                    write!(f, ", stride {stride}")?;
+                }
+                if padding != 0 {
+                    write!(f, ", padding {padding}")?;
+                }
+                Ok(())
+            }
+            LayerSpec::Pool { window, stride } => {
+                write!(f, "pool {window}")?;
+                if stride != window {
+                    write!(f, ", stride {stride}")?;
+                }
+                Ok(())
+            }
+            LayerSpec::Relu => f.write_str("relu"),
+            LayerSpec::Dense(width) => write!(f, "dense {width}"),
+            LayerSpec::Dropout(probability) => write!(f, "dropout {probability}"),
+            LayerSpec::BatchNorm => f.write_str("batch_norm"),
+        }
+    }
+}
+
+/// A dense layer's outputs: a number, or as many as the network has classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    Units(usize),
+    /// The class count: the logits layer, which must come last.
+    Classes,
+}
+
+impl fmt::Display for Width {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Width::Units(units) => write!(f, "{units}"),
+            Width::Classes => f.write_str("classes"),
+        }
+    }
+}
+
+const CLASSES: &str = "classes";
+
+impl Serialize for Width {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Width::Units(units) => serializer.serialize_u64(units as u64),
+            Width::Classes => serializer.serialize_str(CLASSES),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Width {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct WidthVisitor;
+
+        impl Visitor<'_> for WidthVisitor {
+            type Value = Width;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a number of outputs or \"{CLASSES}\"")
+            }
+
+            fn visit_u64<E: de::Error>(self, units: u64) -> Result<Width, E> {
+                usize::try_from(units)
+                    .map(Width::Units)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(units), &self))
+            }
+
+            // TOML integers arrive signed.
+            fn visit_i64<E: de::Error>(self, units: i64) -> Result<Width, E> {
+                u64::try_from(units)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(units), &self))
+                    .and_then(|units| self.visit_u64(units))
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Width, E> {
+                if text == CLASSES {
+                    Ok(Width::Classes)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(text), &self))
+                }
+            }
+        }
+
+        deserializer.deserialize_any(WidthVisitor)
+    }
+}
+
+/// A layer as an inline table: every key any layer has, each optional; [`LayerSpec`]'s
+/// conversions decide which combinations make a layer.
+#[derive(Default, Serialize, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a layer such as { conv = 32 } or { relu = true }"
+)]
+struct LayerTable {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conv: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stride: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    padding: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relu: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dense: Option<Width>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dropout: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_norm: Option<bool>,
+}
+
+const KINDS: &str = "conv, pool, relu, dense, dropout or batch_norm";
+
+impl TryFrom<LayerTable> for LayerSpec {
+    type Error = String;
+
+    fn try_from(table: LayerTable) -> Result<Self, String> {
+        let kinds = [
+            ("conv", table.conv.is_some()),
+            ("pool", table.pool.is_some()),
+            ("relu", table.relu.is_some()),
+            ("dense", table.dense.is_some()),
+            ("dropout", table.dropout.is_some()),
+            ("batch_norm", table.batch_norm.is_some()),
+        ];
+        let named: Vec<&str> = kinds
+            .iter()
+            .filter(|(_, given)| *given)
+            .map(|(kind, _)| *kind)
+            .collect();
+        let kind = match named[..] {
+            [kind] => kind,
+            [] => return Err(format!("no layer named: give one of {KINDS}")),
+            _ => {
+                return Err(format!(
+                    "one layer per table, this one names {}",
+                    named.join(" and ")
+                ));
+            }
+        };
+        let options = [
+            ("kernel", table.kernel.is_some(), kind == "conv"),
+            (
+                "stride",
+                table.stride.is_some(),
+                kind == "conv" || kind == "pool",
+            ),
+            ("padding", table.padding.is_some(), kind == "conv"),
+        ];
+        if let Some((option, ..)) = options.iter().find(|(_, given, fits)| *given && !fits) {
+            return Err(format!("`{option}` is not an option of a {kind} layer"));
+        }
+        let enabled = |on: bool, spec: LayerSpec| match on {
+            true => Ok(spec),
+            false => Err(format!("`{kind} = false`: leave the layer out instead")),
+        };
+        match table {
+            LayerTable {
+                conv: Some(filters),
+                kernel,
+                stride,
+                padding,
+                ..
+            } => {
+                let defaults = ConvSpec::new(filters);
+                Ok(LayerSpec::Conv(ConvSpec {
+                    filters,
+                    kernel: kernel.unwrap_or(defaults.kernel),
+                    stride: stride.unwrap_or(defaults.stride),
+                    padding: padding.unwrap_or(defaults.padding),
+                }))
+            }
+            LayerTable {
+                pool: Some(window),
+                stride,
+                ..
+            } => Ok(LayerSpec::Pool {
+                window,
+                stride: stride.unwrap_or(window),
+            }),
+            LayerTable {
+                dense: Some(width), ..
+            } => Ok(LayerSpec::Dense(width)),
+            LayerTable {
+                dropout: Some(probability),
+                ..
+            } => Ok(LayerSpec::Dropout(probability)),
+            LayerTable { relu: Some(on), .. } => enabled(on, LayerSpec::Relu),
+            LayerTable { batch_norm, .. } => {
+                enabled(batch_norm == Some(true), LayerSpec::BatchNorm)
+            }
+        }
+    }
+}
+
+impl From<LayerSpec> for LayerTable {
+    fn from(spec: LayerSpec) -> Self {
+        match spec {
+            LayerSpec::Conv(conv) => LayerTable {
+                conv: Some(conv.filters),
+                kernel: Some(conv.kernel),
+                stride: Some(conv.stride),
+                padding: Some(conv.padding),
+                ..Default::default()
+            },
+            LayerSpec::Pool { window, stride } => LayerTable {
+                pool: Some(window),
+                stride: Some(stride),
+                ..Default::default()
+            },
+            LayerSpec::Relu => LayerTable {
+                relu: Some(true),
+                ..Default::default()
+            },
+            LayerSpec::Dense(width) => LayerTable {
+                dense: Some(width),
+                ..Default::default()
+            },
+            LayerSpec::Dropout(probability) => LayerTable {
+                dropout: Some(probability),
+                ..Default::default()
+            },
+            LayerSpec::BatchNorm => LayerTable {
+                batch_norm: Some(true),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// A CNN's layers, input side first. A list of its own so that a bad layer's parse error
+/// names its position: serde's lists do not, and a run file read through `toml::Value`
+/// loses the line numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct LayerSpecs(pub Vec<LayerSpec>);
+
+impl Deref for LayerSpecs {
+    type Target = [LayerSpec];
+
+    fn deref(&self) -> &[LayerSpec] {
+        &self.0
+    }
+}
+
+impl From<Vec<LayerSpec>> for LayerSpecs {
+    fn from(layers: Vec<LayerSpec>) -> Self {
+        LayerSpecs(layers)
+    }
+}
+
+impl<'de> Deserialize<'de> for LayerSpecs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ListVisitor;
+
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = LayerSpecs;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of layers such as [{ conv = 32 }, { dense = \"classes\" }]")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LayerSpecs, A::Error> {
+                let mut layers = Vec::new();
+                loop {
+                    let position = layers.len() + 1;
+                    match seq.next_element::<LayerSpec>() {
+                        Ok(Some(layer)) => layers.push(layer),
+                        Ok(None) => return Ok(LayerSpecs(layers)),
+                        Err(err) => {
+                            // One line: TOML's errors end with a newline, and name the key
+                            // on a line of their own.
+                            let err = err.to_string().trim_end().replace('\n', " ");
+                            return Err(de::Error::custom(format_args!("layer {position}: {err}")));
+                        }
+                    }
+                }
+            }
+        }
+
+        deserializer.deserialize_seq(ListVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize, Serialize)]
+    struct File {
+        layers: LayerSpecs,
+    }
+
+    fn parse(layers: &str) -> Result<LayerSpecs, String> {
+        toml::from_str::<File>(&format!("layers = [{layers}]"))
+            .map(|file| file.layers)
+            .map_err(|err| err.message().to_string())
+    }
+
+    fn parse_err(layers: &str) -> String {
+        parse(layers).expect_err(layers)
+    }
+
+    #[test]
+    fn the_issue_example_parses() {
+        let layers = parse(
+            r#"
+            { conv = 32, kernel = 3, padding = 1 }, { relu = true }, { pool = 2 },
+            { conv = 64, kernel = 3, padding = 1, stride = 1 }, { relu = true }, { pool = 2 },
+            { dense = 128 }, { relu = true }, { dropout = 0.25 }, { batch_norm = true },
+            { dense = "classes" },
+            "#,
+        )
+        .unwrap();
+        let conv = |filters| LayerSpec::Conv(ConvSpec::new(filters).with_padding(1));
+        assert_eq!(
+            layers.0,
+            vec![
+                conv(32),
+                LayerSpec::Relu,
+                LayerSpec::pool(2),
+                conv(64),
+                LayerSpec::Relu,
+                LayerSpec::pool(2),
+                LayerSpec::Dense(Width::Units(128)),
+                LayerSpec::Relu,
+                LayerSpec::Dropout(0.25),
+                LayerSpec::BatchNorm,
+                LayerSpec::Dense(Width::Classes),
+            ]
+        );
+    }
+
+    #[test]
+    fn options_default() {
+        let layers = parse("{ conv = 8 }, { pool = 3, stride = 2 }, { dropout = 0 }").unwrap();
+        assert_eq!(
+            layers.0,
+            vec![
+                LayerSpec::Conv(ConvSpec {
+                    filters: 8,
+                    kernel: 3,
+                    stride: 1,
+                    padding: 0
+                }),
+                LayerSpec::Pool {
+                    window: 3,
+                    stride: 2
+                },
+                LayerSpec::Dropout(0.0),
+            ]
+        );
+    }
+
+    #[test]
+    fn serializing_fills_in_the_defaults_and_parses_back() {
+        let layers =
+            parse(r#"{ conv = 8, stride = 2 }, { pool = 2 }, { dense = "classes" }"#).unwrap();
+        let text = toml::to_string(&File {
+            layers: layers.clone(),
+        })
+        .unwrap();
+        assert!(
+            text.contains("conv = 8")
+                && text.contains("kernel = 3")
+                && text.contains("padding = 0"),
+            "{text}"
+        );
+        assert_eq!(parse_text(&text), layers);
+    }
+
+    fn parse_text(text: &str) -> LayerSpecs {
+        toml::from_str::<File>(text).unwrap().layers
+    }
+
+    #[test]
+    fn bad_layers_are_named_by_position() {
+        let cases = [
+            (
+                "{ relu = true }, { conv = 8, kernal = 3 }",
+                "layer 2: unknown field `kernal`, expected one of",
+            ),
+            (
+                "{ relu = true }, {}",
+                "layer 2: no layer named: give one of conv, pool",
+            ),
+            (
+                "{ conv = 8, pool = 2 }",
+                "layer 1: one layer per table, this one names conv and pool",
+            ),
+            (
+                "{ pool = 2, padding = 1 }",
+                "layer 1: `padding` is not an option of a pool layer",
+            ),
+            (
+                "{ dense = 10, stride = 2 }",
+                "layer 1: `stride` is not an option of a dense layer",
+            ),
+            (
+                "{ relu = false }",
+                "layer 1: `relu = false`: leave the layer out instead",
+            ),
+            (
+                "{ relu = true }, { relu = true }, { batch_norm = false }",
+                "layer 3: `batch_norm = false`: leave the layer out instead",
+            ),
+            (
+                r#"{ dense = "all" }"#,
+                r#"layer 1: invalid value: string "all", expected a number of outputs or "classes""#,
+            ),
+            (
+                "{ dense = -3 }",
+                r#"layer 1: invalid value: integer `-3`, expected a number of outputs or "classes""#,
+            ),
+            ("{ conv = -3 }", "layer 1: invalid value: integer `-3`"),
+            (
+                "{ conv = 8 }, 5",
+                "layer 2: invalid type: integer `5`, expected a layer such as { conv = 32 }",
+            ),
+        ];
+        for (layers, expected) in cases {
+            let err = parse_err(layers);
+            assert!(err.starts_with(expected), "{layers}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_bad_layer_is_named_through_toml_value_too() {
+        // How the run file reads its sections.
+        let value: toml::Value =
+            toml::from_str("layers = [{ relu = true }, { pool = 2, kernel = 2 }]").unwrap();
+        let err = value.try_into::<File>().unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("layer 2: `kernel` is not an option of a pool layer"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn display_names_the_layer_briefly() {
+        let shown: Vec<String> = parse(
+            r#"{ conv = 32, padding = 1 }, { conv = 8, kernel = 5, stride = 2 }, { pool = 2 },
+            { pool = 3, stride = 2 }, { dense = 128 }, { dense = "classes" }, { dropout = 0.5 },
+            { batch_norm = true }, { relu = true }"#,
+        )
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            shown,
+            [
+                "conv 32 3x3, padding 1",
+                "conv 8 5x5, stride 2",
+                "pool 2",
+                "pool 3, stride 2",
+                "dense 128",
+                "dense classes",
+                "dropout 0.5",
+                "batch_norm",
+                "relu"
+            ]
+        );
+    }
+}

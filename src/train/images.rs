@@ -1,0 +1,273 @@
+//! An image classification run (MNIST, image folders, IDX, CIFAR-10): load and split the
+//! data, fit the network to the images, train with burn-train, save the artifacts, evaluate
+//! on the test set.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
+use burn::optim::AdamConfig;
+use burn::prelude::*;
+use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
+use burn::train::{Learner, SupervisedTraining};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+use serde::{Deserialize, Serialize};
+
+use super::artifacts::{CONFIG_FILE, plot_learning_curves, save_config, save_model};
+use super::learner_setup::{RunLength, finish_run, with_run_settings};
+use super::out_of_memory::fail_on_out_of_memory;
+use super::resume::{begin_run, check_checkpoint_fits};
+use super::{ImageTrainingConfig, RunContext, RunError, TrainError};
+use crate::backend::{BackendKind, BackendTask};
+use crate::data::{
+    ChannelStats, DataError, EpochShuffled, ImageBatcher, ImageShape, ImageSource, ImageSubset,
+    LoadedImages, MNIST_SHAPE, mnist_classes, mnist_normalization,
+};
+use crate::model::{ImageModel, ImageModelConfig};
+
+/// Images per batch when evaluating (no gradients, so larger than training batches).
+const EVAL_BATCH: usize = 1000;
+/// Folder of the artifact directory where decoded image folders are cached.
+pub const IMAGE_CACHE_DIR: &str = "cache";
+
+/// The three sets of one run, normalized with the statistics of the training set.
+#[derive(Debug, Clone)]
+pub struct ImageSplits {
+    pub train: ImageSubset,
+    pub valid: ImageSubset,
+    pub test: ImageSubset,
+    /// The source has no test split: `test` is the validation set.
+    pub test_is_valid: bool,
+}
+
+impl ImageSplits {
+    /// Loads `source` (decoded image folders cached in `cache_dir`) and cuts it as
+    /// [`ImageSplits::cut`] does.
+    pub fn load(
+        source: &ImageSource,
+        config: &ImageTrainingConfig,
+        cache_dir: Option<&Path>,
+    ) -> Result<Self, DataError> {
+        Ok(Self::cut(source, source.load(cache_dir)?, config))
+    }
+
+    /// Cuts the images of `source` as `config` says: the training split is limited,
+    /// shuffled with the seed and split into train and valid; the test split is limited
+    /// (the validation set stands in for a source without one). Every set is normalized
+    /// with the source's statistics of the training set.
+    pub fn cut(source: &ImageSource, images: LoadedImages, config: &ImageTrainingConfig) -> Self {
+        let set = Arc::new(images.train);
+        let unit = ChannelStats::unit(set.shape().channels);
+        let (train, valid) = ImageSubset::all(set.clone(), unit.clone())
+            .limit(config.limit_train)
+            .split_off(config.valid_fraction, config.seed);
+        let normalization = Arc::new(source.normalization(&set, train.indices()));
+        let train = train.with_normalization(normalization.clone());
+        let valid = valid.with_normalization(normalization.clone());
+        let (test, test_is_valid) = match images.test {
+            Some(test) => (ImageSubset::all(Arc::new(test), unit), false),
+            None => (valid.clone(), true),
+        };
+        let test = test
+            .limit(config.limit_test)
+            .with_normalization(normalization);
+        Self {
+            train,
+            valid,
+            test,
+            test_is_valid,
+        }
+    }
+
+    /// The class names, in label order.
+    pub fn classes(&self) -> &[String] {
+        self.train.set().classes()
+    }
+
+    /// The size of every image.
+    pub fn shape(&self) -> ImageShape {
+        self.train.set().shape()
+    }
+}
+
+/// What `config.json` holds for an image run: its settings and what a prediction needs
+/// besides the weights. Files of runs from before class names were saved read as MNIST's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedImageConfig {
+    #[serde(flatten)]
+    pub config: ImageTrainingConfig,
+    /// Class names, in label order.
+    #[serde(default = "mnist_classes")]
+    pub classes: Vec<String>,
+    /// The images the model takes.
+    #[serde(default = "mnist_shape")]
+    pub shape: ImageShape,
+    /// What the pixels (scaled to 0..1) are normalized with.
+    #[serde(default = "mnist_normalization")]
+    pub normalization: ChannelStats,
+}
+
+fn mnist_shape() -> ImageShape {
+    MNIST_SHAPE
+}
+
+impl SavedImageConfig {
+    /// Reads `config.json` from the artifact directory `dir`.
+    pub fn load(dir: &Path) -> Result<Self, TrainError> {
+        let path = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| TrainError::Load {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        serde_json::from_str(&text).map_err(|e| TrainError::Load {
+            path,
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Trains the configured model on `splits.train` (validating on `splits.valid`), writes the
+/// artifacts into `run.artifact_dir` and returns the model of the epoch with the lowest
+/// validation loss.
+pub fn train<B: AutodiffKernelBackend>(
+    config: &ImageTrainingConfig,
+    splits: &ImageSplits,
+    run: &RunContext<B>,
+) -> Result<ImageModel<B::InnerBackend>, TrainError> {
+    config.validate()?;
+    let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
+    let resume_after = begin_run(artifact_dir, config, run.resume)?;
+    B::seed(device, config.seed);
+    let model = config.model.init::<B>(device)?;
+    if let Some(epoch) = resume_after {
+        check_checkpoint_fits(artifact_dir, epoch, &model, device)?;
+    }
+
+    let augment = config.augment.unwrap_or_default();
+    let train_loader = EpochShuffled::build(
+        DataLoaderBuilder::new(ImageBatcher::augmenting(augment, config.seed))
+            .batch_size(config.batch_size)
+            .num_workers(config.workers)
+            .set_device(device.clone()),
+        splits.train.clone(),
+        config.seed,
+        resume_after.map_or(1, |epoch| epoch + 1),
+    );
+    let valid_loader = DataLoaderBuilder::new(ImageBatcher::default())
+        .batch_size(EVAL_BATCH.max(config.batch_size))
+        .num_workers(config.workers)
+        .set_device(device.clone())
+        .build(splits.valid.clone());
+
+    let training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
+        .metrics((AccuracyMetric::new(), LossMetric::new()))
+        .metric_train_numeric(LearningRateMetric::new());
+    let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
+    let (training, watch) = with_run_settings(training, artifact_dir, length);
+    let optimizer = AdamConfig::new().init();
+    // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
+    let steps = config.epochs * splits.train.len().div_ceil(config.batch_size);
+    let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
+        .init()
+        .map_err(TrainError::Config)?;
+    let result = fail_on_out_of_memory(config.batch_size, &watch, || {
+        training.launch(Learner::new(model, optimizer, schedule))
+    })?;
+    let model = finish_run(artifact_dir, result, &watch, config.learning_rate, device)?.model;
+    let saved = SavedImageConfig {
+        config: config.clone(),
+        classes: splits.classes().to_vec(),
+        shape: splits.shape(),
+        normalization: (**splits.train.normalization()).clone(),
+    };
+    save_config(artifact_dir, &saved)?;
+    save_model(artifact_dir, model.clone())?;
+    plot_learning_curves(
+        artifact_dir,
+        &[("Loss", "cross-entropy"), ("Accuracy", "%")],
+    )?;
+    Ok(model)
+}
+
+/// A whole run as one [`BackendTask`]: load the data, fit the network to it, train, save,
+/// then measure test accuracy.
+#[derive(Debug, Clone)]
+pub struct ImageRun {
+    pub config: ImageTrainingConfig,
+    pub source: ImageSource,
+    pub artifact_dir: PathBuf,
+    /// Continue from the last complete checkpoint in `artifact_dir`.
+    pub resume: bool,
+}
+
+impl ImageRun {
+    /// Runs on `backend` and returns the test accuracy (0 to 1). Not generic, so the
+    /// training code is compiled once, here, for every backend in the build.
+    pub fn launch(self, backend: BackendKind) -> Result<f64, RunError> {
+        Ok(crate::backend::run_on(backend, self)??)
+    }
+}
+
+impl BackendTask for ImageRun {
+    /// Test accuracy, 0 to 1.
+    type Output = Result<f64, TrainError>;
+
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+        let mut config = self.config;
+        config.validate()?;
+        let cache = self.artifact_dir.join(IMAGE_CACHE_DIR);
+        let splits = ImageSplits::load(&self.source, &config, Some(&cache))?;
+        config.model = config.model.fit(splits.shape(), splits.classes().len())?;
+        if let ImageModelConfig::Cnn(cnn) = &config.model {
+            print!("{}", cnn.summary()?);
+        }
+        if splits.test_is_valid {
+            println!("no test split: test accuracy is measured on the validation images");
+        }
+        let run = RunContext::<B>::new(self.artifact_dir, device).with_resume(self.resume);
+        let model = train(&config, &splits, &run)?;
+        Ok(evaluate(&model, &splits.test, &run.device))
+    }
+}
+
+/// Share (0 to 1) of `images` whose class `model` predicts correctly.
+pub fn evaluate<B: KernelBackend>(
+    model: &ImageModel<B>,
+    images: &ImageSubset,
+    device: &B::Device,
+) -> f64 {
+    let mut correct = 0;
+    for start in (0..images.len()).step_by(EVAL_BATCH) {
+        let items = (start..images.len().min(start + EVAL_BATCH))
+            .filter_map(|i| images.get(i))
+            .collect();
+        let batch = Batcher::<B, _, _>::batch(&ImageBatcher::default(), items, device);
+        let predicted = model.forward(batch.images).argmax(1).flatten::<1>(0, 1);
+        correct += predicted
+            .equal(batch.targets)
+            .int()
+            .sum()
+            .into_scalar()
+            .elem::<i64>();
+    }
+    correct as f64 / images.len().max(1) as f64
+}
+
+/// The line tools read at the end of a run: `test accuracy: 98.76%`.
+pub fn accuracy_line(accuracy: f64) -> String {
+    format!("test accuracy: {:.2}%", accuracy * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accuracy_line;
+
+    #[test]
+    fn accuracy_line_format() {
+        assert_eq!(accuracy_line(0.98765), "test accuracy: 98.77%");
+        assert_eq!(accuracy_line(1.0), "test accuracy: 100.00%");
+    }
+}
