@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod common;
 mod fused_sgd;
+mod images;
 mod kernel_paths;
 mod mnist_data;
 mod models;
