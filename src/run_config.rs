@@ -693,6 +693,35 @@ mod tests {
     }
 
     #[test]
+    fn image_kinds_take_the_image_options_and_print_back() {
+        let text = "[data]\nkind = \"image_folder\"\nroot = \"photos\"\nsize = [32, 32]\n\
+                    flip = true\npad = 4\nlimit_train = 100\n\
+                    [model]\nkind = \"cnn\"\n\
+                    layers = [{ conv = 8, padding = 1 }, { relu = true }, { pool = 2 }, \
+                    { dense = \"classes\" }]\n";
+        let (resolved, job) = parse(text).unwrap().resolve().unwrap();
+        let Job::Image { config, source } = job else {
+            panic!("an image job")
+        };
+        assert!(matches!(source, ImageSource::ImageFolder { .. }));
+        assert_eq!(config.augment, Some(Augment { flip: true, pad: 4 }));
+        assert_eq!(config.limit_train, Some(100));
+        assert!(matches!(config.model, ImageModelConfig::Cnn(_)));
+        assert_eq!(parse(&resolved.to_toml()).unwrap(), resolved);
+
+        let (mnist, _) = parse("[data]\nkind = \"mnist\"\ndir = \"m\"\nflip = true\n")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(parse(&mnist.to_toml()).unwrap(), mnist);
+
+        let err = parse("[data]\nkind = \"cifar\"\ndir = \"c\"\nflp = true\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `flp`"), "{err}");
+        let err = parse("[data]\nkind = \"pictures\"\n").unwrap_err();
+        assert!(err.to_string().contains("`image_folder`"), "{err}");
+    }
+
+    #[test]
     fn mismatched_sections_are_refused() {
         let err = parse("[data]\nkind = \"generated\"\ngenerator = \"xor\"\n")
             .unwrap()

@@ -26,7 +26,13 @@ fn run(command: &mut Command) -> (Output, String, String) {
 }
 
 /// The colour and shape of each of the five classes.
-const CLASSES: [&str; 5] = ["blue-bar", "green-disc", "red-square", "white-cross", "yellow-ring"];
+const CLASSES: [&str; 5] = [
+    "blue-bar",
+    "green-disc",
+    "red-square",
+    "white-cross",
+    "yellow-ring",
+];
 const COLORS: [[u8; 3]; 5] = [
     [40, 60, 230],
     [40, 210, 60],
@@ -125,7 +131,10 @@ fn an_rgb_image_folder_trains_evaluates_and_predicts() {
     let (output, stdout, stderr) = run(cubenet().args(["train", "--config"]).arg(&config));
     assert!(output.status.success(), "{stderr}");
     // The layer table comes first.
-    assert!(stdout.contains("8x32x32") && stdout.contains("total"), "{stdout}");
+    assert!(
+        stdout.contains("8x32x32") && stdout.contains("total"),
+        "{stdout}"
+    );
     let trained = accuracy(&stdout);
     assert!(trained >= 60.0, "five classes, chance is 20%: {stdout}");
 
@@ -134,7 +143,10 @@ fn an_rgb_image_folder_trains_evaluates_and_predicts() {
         serde_json::from_str(&fs::read_to_string(artifacts.join("config.json")).unwrap()).unwrap();
     assert_eq!(saved["classes"], serde_json::json!(CLASSES));
     assert_eq!(saved["normalization"]["mean"].as_array().unwrap().len(), 3);
-    assert_eq!(saved["augment"], serde_json::json!({ "flip": true, "pad": 2 }));
+    assert_eq!(
+        saved["augment"],
+        serde_json::json!({ "flip": true, "pad": 2 })
+    );
     assert!(artifacts.join("cache/train-images.cache").is_file());
 
     // eval re-creates the test split: the same accuracy as training's.
@@ -201,7 +213,13 @@ fn assert_bad_folder(break_it: impl FnOnce(&Path), named: &str) {
 #[test]
 fn a_corrupt_png_is_one_line_naming_the_file() {
     assert_bad_folder(
-        |train| fs::write(train.join("green-disc/001.png"), b"\x89PNG\r\n\x1a\nnot a png").unwrap(),
+        |train| {
+            fs::write(
+                train.join("green-disc/001.png"),
+                b"\x89PNG\r\n\x1a\nnot a png",
+            )
+            .unwrap()
+        },
         "green-disc/001.png",
     );
 }

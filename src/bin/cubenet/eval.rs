@@ -4,13 +4,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cubenet::backend::{BackendKind, BackendTask, run_on};
+use cubenet::backend::BackendKind;
 use cubenet::data::Table;
 use cubenet::train::tabular::TabularSplits;
 use cubenet::train::{IMAGE_CACHE_DIR, ImageSplits, accuracy_line, evaluate};
-use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+use cubenet_kernels::KernelBackend;
 
-use crate::saved::{SavedRun, image_source};
+use crate::saved::{SavedRun, SavedRunWork, image_source, run_on_backend};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -29,18 +29,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let backend = args.backend.unwrap_or_else(BackendKind::default_for_build);
-    run_on(backend, Eval(args))?
+    run_on_backend(args.backend, args)
 }
 
-/// The evaluation as a task run on the chosen backend.
-struct Eval(Args);
-
-impl BackendTask for Eval {
-    type Output = anyhow::Result<()>;
-
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
-        eval::<B::InnerBackend>(self.0, &device)
+impl SavedRunWork for Args {
+    fn run<B: KernelBackend>(self, device: &B::Device) -> anyhow::Result<()> {
+        eval::<B>(self, device)
     }
 }
 

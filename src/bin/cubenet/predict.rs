@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use cubenet::atomic_file::write_atomically;
-use cubenet::backend::{BackendKind, BackendTask, run_on};
+use cubenet::backend::BackendKind;
 use cubenet::data::{
     Channels, DataError, Decoding, ImageShape, image_files, is_image, mnist_classes, read_idx_file,
     read_image_file,
 };
 use cubenet::model::ImageModel;
 use cubenet::train::SavedImageConfig;
-use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+use cubenet_kernels::KernelBackend;
 
-use crate::saved::SavedRun;
+use crate::saved::{SavedRun, SavedRunWork, run_on_backend};
 
 /// Images per forward pass.
 const BATCH: usize = 1000;
@@ -43,18 +43,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let backend = args.backend.unwrap_or_else(BackendKind::default_for_build);
-    run_on(backend, Predict(args))?
+    run_on_backend(args.backend, args)
 }
 
-/// The prediction as a task run on the chosen backend.
-struct Predict(Args);
-
-impl BackendTask for Predict {
-    type Output = anyhow::Result<()>;
-
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
-        predict::<B::InnerBackend>(self.0, &device)
+impl SavedRunWork for Args {
+    fn run<B: KernelBackend>(self, device: &B::Device) -> anyhow::Result<()> {
+        predict::<B>(self, device)
     }
 }
 

@@ -4,12 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use burn::prelude::Backend;
+use cubenet::backend::{BackendKind, BackendTask, run_on};
 use cubenet::data::{ImageSource, MnistSource};
 use cubenet::model::ImageModel;
 use cubenet::run_config::{DataSection, Job, RunConfig};
 use cubenet::train::tabular::{PREPROCESSING_FILE, TabularModel};
 use cubenet::train::{CONFIG_FILE, SavedImageConfig, load_model};
-use cubenet_kernels::KernelBackend;
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 use crate::train::RUN_FILE;
 
@@ -56,6 +57,28 @@ impl<B: KernelBackend> SavedRun<B> {
             run,
         })
     }
+}
+
+/// Work on a trained run (`eval`, `predict`), generic over the backend it runs on.
+pub trait SavedRunWork {
+    fn run<B: KernelBackend>(self, device: &B::Device) -> anyhow::Result<()>;
+}
+
+/// Runs `work` on `backend` [default: as `train`'s], without autodiff.
+pub fn run_on_backend<W: SavedRunWork>(
+    backend: Option<BackendKind>,
+    work: W,
+) -> anyhow::Result<()> {
+    struct Task<W>(W);
+    impl<W: SavedRunWork> BackendTask for Task<W> {
+        type Output = anyhow::Result<()>;
+
+        fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+            self.0.run::<B::InnerBackend>(&device)
+        }
+    }
+    let backend = backend.unwrap_or_else(BackendKind::default_for_build);
+    run_on(backend, Task(work))?
 }
 
 /// The images of an image run: MNIST from the flag's directory, else the run file's, else
