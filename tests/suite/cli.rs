@@ -10,7 +10,7 @@ use cubenet::data::MnistSource;
 use cubenet::run_config::RunConfig;
 use cubenet::train::tabular::TabularModel;
 
-fn cubenet() -> Command {
+pub(crate) fn cubenet() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cubenet"))
 }
 
@@ -18,7 +18,7 @@ fn configs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("configs")
 }
 
-fn run(command: &mut Command) -> (Output, String, String) {
+pub(crate) fn run(command: &mut Command) -> (Output, String, String) {
     let output = command.output().expect("cubenet runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -26,7 +26,7 @@ fn run(command: &mut Command) -> (Output, String, String) {
 }
 
 /// A user error: exit code 2 and one line on stderr naming `named`.
-fn assert_user_error(command: &mut Command, named: &str) {
+pub(crate) fn assert_user_error(command: &mut Command, named: &str) {
     let (output, _, stderr) = run(command);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");

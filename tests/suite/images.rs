@@ -4,7 +4,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use cubenet::backend::BackendKind;
 use cubenet::model::{CnnConfig, ImageModelConfig};
@@ -14,16 +13,7 @@ use image::{Rgb, RgbImage};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-fn cubenet() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cubenet"))
-}
-
-fn run(command: &mut Command) -> (Output, String, String) {
-    let output = command.output().expect("cubenet runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    (output, stdout, stderr)
-}
+use crate::cli::{assert_user_error, cubenet, run};
 
 /// The colour and shape of each of the five classes.
 const CLASSES: [&str; 5] = [
@@ -201,13 +191,7 @@ fn assert_bad_folder(break_it: impl FnOnce(&Path), named: &str) {
     write_folder(&train, 3, 3);
     break_it(&train);
     let config = run_file(dir.path(), &train, None, "");
-    let (output, _, stderr) = run(cubenet().args(["train", "--config"]).arg(&config));
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.starts_with("error: ") && stderr.contains(named),
-        "{stderr}"
-    );
+    assert_user_error(cubenet().args(["train", "--config"]).arg(&config), named);
 }
 
 #[test]
