@@ -6,15 +6,15 @@ backward, plain SGD update at lr 0.1) on the same models and sweeps, with the
 same timing protocol, and writes the same JSON schema, so the Rust side can
 merge both into one table.
 
-* models: `simple` (the single-conv CNN with d filters), `lenet`, `mlp`; all fp32,
-  TF32 disabled;
+* models: `simple` (the single-conv CNN with d filters), `lenet`, `mlp` (on 1x28x28
+  images) and `cifar` (the CIFAR-shaped CNN on 3x32x32 images); all fp32, TF32 disabled;
 * variants: `pytorch-eager` (cuDNN autotuning on) and `pytorch-compile`
   (`torch.compile`, default mode; skipped with a warning where it cannot run);
 * each point: random data resident on the GPU, `--warmup` untimed steps, then
   `--repeats` steps each closed by `torch.cuda.synchronize()`; median
   (sorted[runs // 2]), min and max in milliseconds;
 * optionally (`--data-dir` with the MNIST IDX files) one timed epoch over the
-  60,000 training images per model and variant, then the test accuracy.
+  60,000 training images per MNIST-shaped model and variant, then the test accuracy.
 
 Run on a CUDA machine with PyTorch 2.x (no network needed):
 
@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-MODELS = ("simple", "lenet", "mlp")
+MODELS = ("simple", "lenet", "mlp", "cifar")
 VARIANTS = {"eager": "pytorch-eager", "compile": "pytorch-compile"}
 LEARNING_RATE = 0.1
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081  # the Rust batcher's normalization
@@ -114,8 +114,13 @@ def fail(message):
     sys.exit(2)
 
 
+def input_shape(name):
+    """(channels, height, width) of the images `name` takes."""
+    return (3, 32, 32) if name == "cifar" else (1, 28, 28)
+
+
 def build_model(name, filters):
-    """The fp32 model `name`, layer for layer as in the Rust crate (28x28 inputs)."""
+    """The fp32 model `name`, layer for layer as in the Rust crate."""
     if name == "simple":
         return nn.Sequential(
             nn.Conv2d(1, filters, 3), nn.ReLU(), nn.MaxPool2d(2, 2),
@@ -125,6 +130,11 @@ def build_model(name, filters):
             nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
             nn.Flatten(), nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
+    if name == "cifar":
+        blocks = []
+        for inputs, outputs in ((3, 64), (64, 128), (128, 256)):
+            blocks += [nn.Conv2d(inputs, outputs, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+        return nn.Sequential(*blocks, nn.Flatten(), nn.Linear(256 * 4 * 4, 10))
     return nn.Sequential(
         nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
@@ -235,7 +245,7 @@ def time_steps(step, x, y, warmup, repeats):
 def bench_point(name, batch, filters, variant, warmup, repeats):
     """One "steps" entry: a training step timed on seeded random data resident on the GPU."""
     _, step = new_trainer(name, filters, variant)
-    x = torch.randn(batch, 1, 28, 28, device="cuda")
+    x = torch.randn(batch, *input_shape(name), device="cuda")
     y = torch.randint(0, 10, (batch,), device="cuda")
     timing = time_steps(step, x, y, warmup, repeats)
     log(f"{variant} {describe(name, filters)} batch={batch}: {timing['median_ms']:.2f} ms")
@@ -372,7 +382,8 @@ def main():
     if run_epochs:
         epochs = [run_epoch(model, args.epoch_filters if model == "simple" else None, variant,
                             args.epoch_batch, args.warmup, train, test)
-                  for variant in variants for model in args.models]
+                  for variant in variants for model in args.models
+                  if input_shape(model) == input_shape("simple")]
     write_json(args.out, report(steps, epochs, started))
     print(markdown_table(steps, variants))
 

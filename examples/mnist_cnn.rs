@@ -104,7 +104,7 @@ fn run(args: Args) -> anyhow::Result<f64> {
         artifact_dir: args.artifact_dir,
         resume: false,
     };
-    Ok(run.launch(backend)?)
+    Ok(run.launch(backend)?.accuracy())
 }
 
 fn main() -> ExitCode {

@@ -225,13 +225,11 @@ fn probe<B: Backend>(kind: BackendKind, device: &B::Device) -> Result<(), Backen
 /// Where fd 2 cannot be redirected, `f` runs as it is.
 #[cfg(all(unix, any(feature = "cuda", feature = "wgpu")))]
 fn without_stderr<R>(f: impl FnOnce() -> R) -> R {
-    use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+    use std::os::fd::{AsFd, AsRawFd, OwnedFd};
     use std::sync::{Mutex, PoisonError};
 
-    unsafe extern "C" {
-        /// POSIX `dup2` (from the C library std links).
-        fn dup2(source: RawFd, target: RawFd) -> RawFd;
-    }
+    use libc::dup2;
+
     /// Points fd 2 back at the saved original when dropped.
     struct Restore(OwnedFd);
     impl Drop for Restore {

@@ -1,11 +1,12 @@
-//! PNG line charts: the learning curves (error against epoch) and the benchmarks'
-//! time-vs-size plots.
+//! PNG figures: line charts (the learning curves, the benchmarks' time-vs-size plots) and
+//! heatmaps (confusion matrices).
 
 use std::io;
 use std::path::Path;
 use std::sync::Once;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, register_font};
 
 use crate::atomic_file::write_atomically_with;
@@ -92,6 +93,46 @@ pub struct PlotError {
 /// Draws `panels` side by side into a PNG at `path`, written atomically (see
 /// [`crate::atomic_file`]). Panels without points are skipped.
 pub fn plot_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
+    let panels: Vec<&Panel> = panels
+        .iter()
+        .filter(|p| p.series.iter().any(|s| !s.points.is_empty()))
+        .collect();
+    if panels.is_empty() {
+        return Err(PlotError {
+            path: path.display().to_string(),
+            reason: "no data points".into(),
+        });
+    }
+    write_png(path, |partial| draw_figure(partial, &panels))
+}
+
+/// A grid of cells shaded by their value (0 to 1), each labelled with its text: the
+/// confusion matrix of a classifier.
+#[derive(Debug, Clone)]
+pub struct Heatmap {
+    pub title: String,
+    /// What the rows and the columns stand for.
+    pub rows: Axis,
+    pub columns: Axis,
+    pub row_labels: Vec<String>,
+    pub column_labels: Vec<String>,
+    /// `shade[row][column]`, 0 (white) to 1 (darkest).
+    pub shade: Vec<Vec<f64>>,
+    /// `text[row][column]`, printed in the cell.
+    pub text: Vec<Vec<String>>,
+}
+
+/// Draws `heatmap` into a PNG at `path`, written atomically.
+pub fn plot_heatmap(path: &Path, heatmap: &Heatmap) -> Result<(), PlotError> {
+    write_png(path, |partial| draw_heatmap(partial, heatmap))
+}
+
+/// Registers the embedded font, then lets `draw` write the PNG under a temporary name that
+/// replaces `path` once it is complete.
+fn write_png<E: std::error::Error>(
+    path: &Path,
+    draw: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), PlotError> {
     static FONT_ONCE: Once = Once::new();
     FONT_ONCE.call_once(|| {
         let registered = register_font("sans-serif", FontStyle::Normal, FONT);
@@ -100,28 +141,85 @@ pub fn plot_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             "the embedded font is a valid TrueType file"
         );
     });
-    let fail = |reason: String| PlotError {
-        path: path.display().to_string(),
-        reason,
-    };
-    let panels: Vec<&Panel> = panels
-        .iter()
-        .filter(|p| p.series.iter().any(|s| !s.points.is_empty()))
-        .collect();
-    if panels.is_empty() {
-        return Err(fail("no data points".into()));
-    }
     write_atomically_with(path, |partial| {
-        draw_figure(partial, &panels).map_err(|e| io::Error::other(e.to_string()))
+        draw(partial).map_err(|e| io::Error::other(e.to_string()))
     })
-    .map_err(|e| fail(e.source.to_string()))
+    .map_err(|e| PlotError {
+        path: path.display().to_string(),
+        reason: e.source.to_string(),
+    })
+}
+
+type BitmapError = DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>;
+
+/// Cells of 44 pixels (up to 16 classes), shrinking so that the figure stays under ~1000
+/// pixels; counts are printed while cells are large enough to hold them.
+fn draw_heatmap(path: &Path, heatmap: &Heatmap) -> Result<(), BitmapError> {
+    let (rows, columns) = (heatmap.row_labels.len(), heatmap.column_labels.len());
+    let cell = (700 / rows.max(columns).max(1)).clamp(4, 44) as u32;
+    let label_area = 120;
+    let size = (
+        label_area + 40 + cell * columns as u32,
+        label_area + 60 + cell * rows as u32,
+    );
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&heatmap.title, ("sans-serif", 22))
+        .margin(14)
+        .x_label_area_size(label_area)
+        .y_label_area_size(label_area)
+        .build_cartesian_2d((0..columns).into_segmented(), (0..rows).into_segmented())?;
+    // Labels sit at the centres of the segments; row 0 is drawn at the top, as a table reads.
+    let column_label = |c: &SegmentValue<usize>| match c {
+        SegmentValue::CenterOf(c) => heatmap.column_labels.get(*c).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    let row_label = |r: &SegmentValue<usize>| match r {
+        SegmentValue::CenterOf(r) if *r < rows => heatmap.row_labels[rows - 1 - r].clone(),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_labels(columns)
+        .y_labels(rows)
+        .x_label_formatter(&column_label)
+        .y_label_formatter(&row_label)
+        .x_desc(&heatmap.columns.label)
+        .y_desc(&heatmap.rows.label)
+        .draw()?;
+    let font = ("sans-serif", (cell as f64 * 0.32).max(8.0))
+        .into_font()
+        .into_text_style(&root)
+        .pos(Pos::new(HPos::Center, VPos::Center));
+    for (r, (shades, texts)) in heatmap.shade.iter().zip(&heatmap.text).enumerate() {
+        let y = rows - 1 - r;
+        for (c, (&shade, text)) in shades.iter().zip(texts).enumerate() {
+            let level = (255.0 * (1.0 - 0.8 * shade.clamp(0.0, 1.0))) as u8;
+            let fill = RGBColor(level, level, 255);
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [
+                    (SegmentValue::Exact(c), SegmentValue::Exact(y)),
+                    (SegmentValue::Exact(c + 1), SegmentValue::Exact(y + 1)),
+                ],
+                fill.filled(),
+            )))?;
+            if cell >= 24 {
+                let ink = if shade > 0.6 { WHITE } else { BLACK };
+                chart.draw_series(std::iter::once(Text::new(
+                    text.clone(),
+                    (SegmentValue::CenterOf(c), SegmentValue::CenterOf(y)),
+                    font.color(&ink),
+                )))?;
+            }
+        }
+    }
+    root.present()
 }
 
 /// Draws `panels` side by side into the PNG at `path`.
-fn draw_figure(
-    path: &Path,
-    panels: &[&Panel],
-) -> Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>> {
+fn draw_figure(path: &Path, panels: &[&Panel]) -> Result<(), BitmapError> {
     let root = BitMapBackend::new(path, (560 * panels.len() as u32, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     for (area, panel) in root.split_evenly((1, panels.len())).iter().zip(panels) {

@@ -55,7 +55,7 @@ impl Report {
     /// Draws `<dir>/<model>.png` for each model with a sweep; returns the files written.
     pub fn plot(&self, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
         let mut written = Vec::new();
-        for model in [BenchModel::Simple, BenchModel::Lenet, BenchModel::Mlp] {
+        for model in BenchModel::ALL {
             let points = self.points(model);
             let mut panels = Vec::new();
             if let Some(filters) = most_common(points.iter().map(|p| p.filters)) {

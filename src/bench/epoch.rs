@@ -64,6 +64,6 @@ pub fn time_epoch<B: AutodiffKernelBackend>(
     EpochResult {
         images,
         seconds,
-        test_accuracy: evaluate(&model.valid(), test, device),
+        test_accuracy: evaluate(&model.valid(), test, device).accuracy(),
     }
 }

@@ -15,6 +15,7 @@ use burn::prelude::*;
 use cubenet_kernels::AutodiffKernelBackend;
 
 use super::step::{SgdStep, random_batch};
+use super::sweep::BenchModel;
 use super::timing::{Protocol, Timing, sync};
 use crate::model::{ImageModel, KernelPath, SimpleCnnConfig};
 
@@ -70,18 +71,19 @@ pub fn time_phases<B: AutodiffKernelBackend>(
     protocol: Protocol,
 ) -> Vec<Timing> {
     B::seed(device, 0);
-    let mut model = ImageModel::Simple(
+    let mut model = ImageModel::Cnn(
         SimpleCnnConfig::new()
             .with_filters(filters)
             .with_kernels(kernels)
             .init::<B>(device)
             .expect("the single-conv CNN geometry is valid"),
     );
-    let (images, targets) = random_batch::<B>(batch, device);
+    let input = BenchModel::Simple.input();
+    let (images, targets) = random_batch::<B>(batch, input, device);
     let mut sgd = SgdStep::new(kernels);
     let mut samples = vec![Vec::with_capacity(protocol.repeats); PHASES.len()];
     for step in 0..protocol.warmup + protocol.repeats {
-        let ImageModel::Simple(cnn) = &model else {
+        let ImageModel::Cnn(cnn) = &model else {
             unreachable!("built as the single-conv CNN above")
         };
         let mut clock = PhaseClock::<B>::start(device);

@@ -156,7 +156,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
             marks.push(EpochMark {
                 epoch: epoch + 1,
                 train_seconds,
-                test_accuracy: evaluate(&model.valid(), test, device),
+                test_accuracy: evaluate(&model.valid(), test, device).accuracy(),
             });
         }
         Ok(SpeedrunResult { seed, marks })

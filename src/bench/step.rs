@@ -9,7 +9,7 @@ use cubenet_kernels::AutodiffKernelBackend;
 
 use super::sweep::Point;
 use super::timing::{Protocol, Timing, time_synced};
-use crate::data::{IMAGE_SIDE, NUM_CLASSES};
+use crate::data::NUM_CLASSES;
 use crate::model::{ImageModel, KernelPath};
 use crate::train::{FusedSgd, FusedSgdConfig};
 
@@ -17,13 +17,16 @@ use crate::train::{FusedSgd, FusedSgdConfig};
 /// large enough that the one timed epoch visibly trains (its test accuracy is reported).
 pub const BENCH_LR: f64 = 0.1;
 
-/// Random images `[batch, 1, 28, 28]` and digits `[batch]`, created on `device`.
+/// Random images `[batch, channels, height, width]` (`input` is the last three) and
+/// classes `[batch]`, created on `device`.
 pub fn random_batch<B: Backend>(
     batch: usize,
+    input: [usize; 3],
     device: &B::Device,
 ) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+    let [channels, height, width] = input;
     let images = Tensor::random(
-        [batch, 1, IMAGE_SIDE, IMAGE_SIDE],
+        [batch, channels, height, width],
         Distribution::Normal(0.0, 1.0),
         device,
     );
@@ -122,7 +125,7 @@ pub fn time_training_step<B: AutodiffKernelBackend>(
     protocol: Protocol,
 ) -> Timing {
     let mut model = Some(bench_model::<B>(point, kernels, device));
-    let (images, targets) = random_batch::<B>(point.batch, device);
+    let (images, targets) = random_batch::<B>(point.batch, point.model.input(), device);
     let mut step = SgdStep::new(kernels);
     time_synced::<B>(device, protocol, || {
         let current = model

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::timing::Protocol;
 use super::variant::Variant;
-use crate::data::{IMAGE_PIXELS, NUM_CLASSES};
+use crate::data::{IMAGE_PIXELS, IMAGE_SIDE, NUM_CLASSES};
 use crate::model::{
-    Activation, ImageModelConfig, KernelPath, LeNetConfig, MlpConfig, SimpleCnnConfig,
+    Activation, CnnConfig, ConvSpec, ImageModelConfig, KernelPath, LayerSpec, LeNetConfig,
+    MlpConfig, SimpleCnnConfig, Width,
 };
 
 /// Hidden widths of the benchmark's MLP (784 → 256 → 128 → 10, ReLU).
@@ -37,7 +38,13 @@ pub enum BenchModel {
     Lenet,
     /// The MLP 784-256-128-10.
     Mlp,
+    /// The CIFAR-shaped CNN: 3x32x32 images, three blocks of conv 3x3 (padding 1), ReLU and
+    /// 2x2 max-pool with 64, 128 and 256 filters, then dense to 10 classes.
+    Cifar,
 }
+
+/// Filters of the CIFAR-shaped CNN's three conv blocks.
+pub const CIFAR_FILTERS: [usize; 3] = [64, 128, 256];
 
 impl BenchModel {
     /// The network's configuration; `filters` only matters for [`BenchModel::Simple`].
@@ -53,6 +60,38 @@ impl BenchModel {
                 MlpConfig::new(IMAGE_PIXELS, MLP_HIDDEN.to_vec(), NUM_CLASSES)
                     .with_activation(Activation::Relu),
             ),
+            BenchModel::Cifar => {
+                let mut layers: Vec<LayerSpec> = CIFAR_FILTERS
+                    .iter()
+                    .flat_map(|&filters| {
+                        [
+                            LayerSpec::Conv(ConvSpec::new(filters).with_padding(1)),
+                            LayerSpec::Relu,
+                            LayerSpec::pool(2),
+                        ]
+                    })
+                    .collect();
+                layers.push(LayerSpec::Dense(Width::Classes));
+                ImageModelConfig::Cnn(
+                    CnnConfig::new(self.input(), NUM_CLASSES, layers.into()).with_kernels(kernels),
+                )
+            }
+        }
+    }
+
+    /// Every network, in table order.
+    pub const ALL: [BenchModel; 4] = [
+        BenchModel::Simple,
+        BenchModel::Lenet,
+        BenchModel::Mlp,
+        BenchModel::Cifar,
+    ];
+
+    /// `[channels, height, width]` of the network's images: MNIST's, or CIFAR's 3x32x32.
+    pub fn input(self) -> [usize; 3] {
+        match self {
+            BenchModel::Cifar => [3, 32, 32],
+            BenchModel::Simple | BenchModel::Lenet | BenchModel::Mlp => [1, IMAGE_SIDE, IMAGE_SIDE],
         }
     }
 

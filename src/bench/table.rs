@@ -42,7 +42,7 @@ impl Report {
     /// All tables, one section per model.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        for model in [BenchModel::Simple, BenchModel::Lenet, BenchModel::Mlp] {
+        for model in BenchModel::ALL {
             let points = self.points(model);
             if points.is_empty() {
                 continue;

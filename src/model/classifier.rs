@@ -6,19 +6,16 @@ use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Cnn, CnnConfig, KernelPath, LeNet, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnn,
-    SimpleCnnConfig,
-};
+use super::{Cnn, CnnConfig, KernelPath, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnnConfig};
 use crate::data::{ImageBatch, ImageShape};
 
 /// Which network to build, with its settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ImageModelConfig {
-    /// The single-conv seed CNN.
+    /// The single-conv seed CNN (a preset of [`Cnn`]).
     Simple(SimpleCnnConfig),
-    /// The two-conv, two-linear LeNet-style CNN.
+    /// The two-conv, two-dense LeNet-style CNN (a preset of [`Cnn`]).
     Lenet(LeNetConfig),
     /// An MLP over the flattened pixels.
     Mlp(MlpConfig),
@@ -30,8 +27,8 @@ impl ImageModelConfig {
     /// Checks the geometry and initializes the network on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Result<ImageModel<B>, ModelError> {
         Ok(match self {
-            ImageModelConfig::Simple(c) => ImageModel::Simple(c.init(device)?),
-            ImageModelConfig::Lenet(c) => ImageModel::Lenet(c.init(device)?),
+            ImageModelConfig::Simple(c) => ImageModel::Cnn(c.init(device)?),
+            ImageModelConfig::Lenet(c) => ImageModel::Cnn(c.init(device)?),
             ImageModelConfig::Mlp(c) => ImageModel::Mlp(c.init(device)?),
             ImageModelConfig::Cnn(c) => ImageModel::Cnn(c.init(device)?),
         })
@@ -82,9 +79,8 @@ impl ImageModelConfig {
 #[derive(Module, Debug)]
 #[allow(clippy::large_enum_variant)] // a run holds one model; the size gap costs nothing
 pub enum ImageModel<B: Backend> {
-    Simple(SimpleCnn<B>),
-    Lenet(LeNet<B>),
     Mlp(Mlp<B>),
+    /// Every CNN: defined layer by layer, or one of the presets.
     Cnn(Cnn<B>),
 }
 
@@ -92,8 +88,6 @@ impl<B: Backend> ImageModel<B> {
     /// Which implementation runs the layers and the loss (the MLP is Burn's `Linear`s).
     pub fn kernels(&self) -> KernelPath {
         match self {
-            ImageModel::Simple(m) => m.kernels(),
-            ImageModel::Lenet(m) => m.kernels(),
             ImageModel::Mlp(_) => KernelPath::Burn,
             ImageModel::Cnn(m) => m.kernels(),
         }
@@ -104,8 +98,6 @@ impl<B: KernelBackend> ImageModel<B> {
     /// Class logits for a batch of images.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         match self {
-            ImageModel::Simple(m) => m.forward(images),
-            ImageModel::Lenet(m) => m.forward(images),
             ImageModel::Mlp(m) => m.forward(images.flatten(1, 3)),
             ImageModel::Cnn(m) => m.forward(images),
         }

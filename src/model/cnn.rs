@@ -116,36 +116,6 @@ impl fmt::Display for CnnSummary {
 }
 
 impl CnnConfig {
-    /// The seed CNN's architecture ([`SimpleCnn`](super::SimpleCnn)): conv 3x3 → ReLU →
-    /// 2x2 pool → dense to the classes.
-    pub fn single_conv(filters: usize, input: [usize; 3], classes: usize) -> Self {
-        let layers = vec![
-            LayerSpec::Conv(ConvSpec::new(filters)),
-            LayerSpec::Relu,
-            LayerSpec::pool(2),
-            LayerSpec::Dense(Width::Classes),
-        ];
-        Self::new(input, classes, layers.into())
-    }
-
-    /// LeNet's architecture ([`LeNet`](super::LeNet)): conv 5x5 (padding 2) → ReLU → 2x2
-    /// pool → conv 5x5 → ReLU → 2x2 pool → dense `hidden` → ReLU → dense to the classes.
-    pub fn lenet(channels: [usize; 2], hidden: usize, input: [usize; 3], classes: usize) -> Self {
-        let [c1, c2] = channels;
-        let layers = vec![
-            LayerSpec::Conv(ConvSpec::new(c1).with_kernel(5).with_padding(2)),
-            LayerSpec::Relu,
-            LayerSpec::pool(2),
-            LayerSpec::Conv(ConvSpec::new(c2).with_kernel(5)),
-            LayerSpec::Relu,
-            LayerSpec::pool(2),
-            LayerSpec::Dense(Width::Units(hidden)),
-            LayerSpec::Relu,
-            LayerSpec::Dense(Width::Classes),
-        ];
-        Self::new(input, classes, layers.into())
-    }
-
     /// Checks every layer's shape in order, naming the first that does not fit; returns
     /// each layer's output and parameters.
     pub fn summary(&self) -> Result<CnnSummary, ModelError> {
@@ -351,13 +321,21 @@ impl<B: Backend> Cnn<B> {
 impl<B: KernelBackend> Cnn<B> {
     /// Class logits `[n, classes]` for images `[n, c, h, w]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        let maps = self
-            .features
+        self.classify(self.features(images))
+    }
+
+    /// The layers on feature maps, their output flattened to `[n, c·h·w]`. Split from
+    /// [`classify`](Self::classify) so that benchmarks can time each side.
+    pub fn features(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+        self.features
             .iter()
-            .fold(images, |x, layer| layer.forward(x));
-        self.head
-            .iter()
-            .fold(maps.flatten(1, 3), |x, layer| layer.forward(x))
+            .fold(images, |x, layer| layer.forward(x))
+            .flatten(1, 3)
+    }
+
+    /// Class logits from the flattened features: the dense layers and what follows them.
+    pub fn classify(&self, features: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.head.iter().fold(features, |x, layer| layer.forward(x))
     }
 }
 
@@ -539,7 +517,10 @@ mod tests {
 
     #[test]
     fn summary_table_is_aligned() {
-        let config = CnnConfig::single_conv(8, [1, 28, 28], 10);
+        let config = config(
+            [1, 28, 28],
+            r#"{ conv = 8 }, { relu = true }, { pool = 2 }, { dense = "classes" }"#,
+        );
         let table = config.summary().unwrap().to_string();
         assert_eq!(
             table,
@@ -713,16 +694,13 @@ total                      13610
         for (layers, expected) in cases {
             assert_eq!(error([1, 28, 28], layers), expected, "{layers}");
         }
-        let err = CnnConfig::single_conv(4, [1, 0, 28], 10)
-            .summary()
-            .unwrap_err();
         assert_eq!(
-            err.to_string(),
+            error([1, 0, 28], r#"{ dense = "classes" }"#),
             "layer `input`: image size must be positive, got a zero"
         );
-        let err = CnnConfig::single_conv(4, [1, 28, 28], 0)
-            .summary()
-            .unwrap_err();
+        let mut no_classes = config([1, 28, 28], r#"{ dense = "classes" }"#);
+        no_classes.classes = 0;
+        let err = no_classes.summary().unwrap_err();
         assert_eq!(
             err.to_string(),
             "layer `output`: classes must be positive, got a zero"
@@ -734,45 +712,45 @@ total                      13610
         assert!(config([1, 8, 8], "{ dense = 10 }").summary().is_ok());
     }
 
-    #[test]
-    fn lenet_preset_computes_lenet() {
-        let device = Default::default();
-        for kernels in [KernelPath::Custom, KernelPath::Burn] {
-            let lenet = LeNetConfig::new()
-                .with_channels([4, 6])
-                .with_hidden(16)
-                .with_kernels(kernels)
-                .init::<B>(&device)
-                .unwrap();
-            let cnn = CnnConfig::lenet([4, 6], 16, [1, 28, 28], 10)
-                .with_kernels(kernels)
-                .init::<B>(&device)
-                .unwrap();
-            assert_eq!(cnn.num_params(), lenet.num_params());
-            let cnn = copy_params(&lenet, cnn);
-            let x = images([3, 1, 28, 28]);
-            let difference = max_difference(lenet.forward(x.clone()), cnn.forward(x));
-            assert!(difference < 1e-5, "{kernels:?}: {difference}");
-        }
-    }
+    /// The presets' layers written in a run file.
+    const LENET_LAYERS: &str = r#"{ conv = 4, kernel = 5, padding = 2 }, { relu = true },
+        { pool = 2 }, { conv = 6, kernel = 5 }, { relu = true }, { pool = 2 }, { dense = 16 },
+        { relu = true }, { dense = "classes" }"#;
+    const SINGLE_CONV_LAYERS: &str =
+        r#"{ conv = 5 }, { relu = true }, { pool = 2 }, { dense = "classes" }"#;
 
     #[test]
-    fn single_conv_preset_computes_the_seed_cnn() {
+    fn run_file_cnns_compute_the_presets() {
         let device = Default::default();
         for kernels in [KernelPath::Custom, KernelPath::Burn] {
-            let simple = SimpleCnnConfig::new()
-                .with_filters(5)
-                .with_kernels(kernels)
-                .init::<B>(&device)
-                .unwrap();
-            let cnn = CnnConfig::single_conv(5, [1, 28, 28], 10)
-                .with_kernels(kernels)
-                .init::<B>(&device)
-                .unwrap();
-            let cnn = copy_params(&simple, cnn);
-            let x = images([4, 1, 28, 28]);
-            let difference = max_difference(simple.forward(x.clone()), cnn.forward(x));
-            assert!(difference < 1e-5, "{kernels:?}: {difference}");
+            let presets = [
+                (
+                    LeNetConfig::new()
+                        .with_channels([4, 6])
+                        .with_hidden(16)
+                        .with_kernels(kernels)
+                        .cnn()
+                        .unwrap(),
+                    LENET_LAYERS,
+                ),
+                (
+                    SimpleCnnConfig::new()
+                        .with_filters(5)
+                        .with_kernels(kernels)
+                        .cnn()
+                        .unwrap(),
+                    SINGLE_CONV_LAYERS,
+                ),
+            ];
+            for (preset, layers) in presets {
+                let run_file = config([1, 28, 28], layers).with_kernels(kernels);
+                assert_eq!(run_file.layers, preset.layers);
+                let preset = preset.init::<B>(&device).unwrap();
+                let run_file = copy_params(&preset, run_file.init::<B>(&device).unwrap());
+                let x = images([3, 1, 28, 28]);
+                let difference = max_difference(preset.forward(x.clone()), run_file.forward(x));
+                assert_eq!(difference, 0.0, "{kernels:?}: {layers}");
+            }
         }
     }
 

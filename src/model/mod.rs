@@ -1,5 +1,6 @@
-//! The networks: the seed CNN, a LeNet-style CNN, a CNN defined layer by layer, an MLP and
-//! the tabular net built on it, generic over the backend.
+//! The networks, generic over the backend: a CNN defined layer by layer (with the seed's
+//! single-conv CNN and a LeNet-style CNN as its presets), an MLP, and the tabular net built
+//! on it.
 
 mod activation;
 mod classifier;
@@ -9,9 +10,8 @@ mod dense;
 mod geometry;
 mod kernel_path;
 mod layer_spec;
-mod lenet;
 mod mlp;
-mod simple_cnn;
+mod presets;
 mod tabular_net;
 
 pub use activation::Activation;
@@ -22,9 +22,8 @@ pub use dense::Dense;
 pub use geometry::{Size2, conv_output, pool_output};
 pub use kernel_path::KernelPath;
 pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, Width};
-pub use lenet::{LeNet, LeNetConfig};
 pub use mlp::{Mlp, MlpConfig};
-pub use simple_cnn::{SimpleCnn, SimpleCnnConfig};
+pub use presets::{LeNetConfig, SimpleCnnConfig};
 pub use tabular_net::{TabularNet, TabularOutput, Task};
 
 /// A network that cannot be built as configured; names the layer and the sizes involved.

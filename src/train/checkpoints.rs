@@ -101,7 +101,7 @@ impl Checkpoints {
     fn remove_where(&self, doomed: impl Fn(&str) -> bool) -> Result<(), TrainError> {
         for (path, name) in self.files()? {
             if doomed(&name) {
-                fs::remove_file(&path).map_err(|source| TrainError::Io { path, source })?;
+                fs::remove_file(&path).map_err(TrainError::io(&path))?;
             }
         }
         Ok(())
@@ -109,13 +109,9 @@ impl Checkpoints {
 
     /// Every entry of the directory, with its file name.
     fn files(&self) -> Result<Vec<(PathBuf, String)>, TrainError> {
-        let io_err = |source| TrainError::Io {
-            path: self.dir.clone(),
-            source,
-        };
         let mut files = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(io_err)? {
-            let path = entry.map_err(io_err)?.path();
+        for entry in fs::read_dir(&self.dir).map_err(TrainError::io(&self.dir))? {
+            let path = entry.map_err(TrainError::io(&self.dir))?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let name = name.to_string();
             files.push((path, name));

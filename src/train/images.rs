@@ -17,6 +17,7 @@ use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::{CONFIG_FILE, plot_learning_curves, save_config, save_model};
+use super::confusion::ConfusionMatrix;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::out_of_memory::fail_on_out_of_memory;
 use super::resume::{begin_run, check_checkpoint_fits};
@@ -204,16 +205,17 @@ pub struct ImageRun {
 }
 
 impl ImageRun {
-    /// Runs on `backend` and returns the test accuracy (0 to 1). Not generic, so the
-    /// training code is compiled once, here, for every backend in the build.
-    pub fn launch(self, backend: BackendKind) -> Result<f64, RunError> {
+    /// Runs on `backend` and returns the test set's confusion matrix (also saved in the
+    /// artifact directory). Not generic, so the training code is compiled once, here, for
+    /// every backend in the build.
+    pub fn launch(self, backend: BackendKind) -> Result<ConfusionMatrix, RunError> {
         Ok(crate::backend::run_on(backend, self)??)
     }
 }
 
 impl BackendTask for ImageRun {
-    /// Test accuracy, 0 to 1.
-    type Output = Result<f64, TrainError>;
+    /// The test set's confusion matrix.
+    type Output = Result<ConfusionMatrix, TrainError>;
 
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
         let mut config = self.config;
@@ -229,31 +231,35 @@ impl BackendTask for ImageRun {
         }
         let run = RunContext::<B>::new(self.artifact_dir, device).with_resume(self.resume);
         let model = train(&config, &splits, &run)?;
-        Ok(evaluate(&model, &splits.test, &run.device))
+        let confusion = evaluate(&model, &splits.test, &run.device);
+        confusion.save(&run.artifact_dir)?;
+        Ok(confusion)
     }
 }
 
-/// Share (0 to 1) of `images` whose class `model` predicts correctly.
+/// How `model` classifies `images`: true against predicted class, counted per pair.
 pub fn evaluate<B: KernelBackend>(
     model: &ImageModel<B>,
     images: &ImageSubset,
     device: &B::Device,
-) -> f64 {
-    let mut correct = 0;
+) -> ConfusionMatrix {
+    let labels = |tensor: Tensor<B, 1, Int>| -> Vec<usize> {
+        tensor
+            .into_data()
+            .iter::<i64>()
+            .map(|label| label as usize)
+            .collect()
+    };
+    let mut confusion = ConfusionMatrix::new(images.set().classes().to_vec());
     for start in (0..images.len()).step_by(EVAL_BATCH) {
         let items = (start..images.len().min(start + EVAL_BATCH))
             .filter_map(|i| images.get(i))
             .collect();
         let batch = Batcher::<B, _, _>::batch(&ImageBatcher::default(), items, device);
         let predicted = model.forward(batch.images).argmax(1).flatten::<1>(0, 1);
-        correct += predicted
-            .equal(batch.targets)
-            .int()
-            .sum()
-            .into_scalar()
-            .elem::<i64>();
+        confusion.add(&labels(batch.targets), &labels(predicted));
     }
-    correct as f64 / images.len().max(1) as f64
+    confusion
 }
 
 /// The line tools read at the end of a run: `test accuracy: 98.76%`.

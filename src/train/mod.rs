@@ -4,6 +4,7 @@
 mod artifacts;
 mod checkpoints;
 mod config;
+mod confusion;
 mod early_stopping;
 mod epoch_lines;
 mod fused_sgd;
@@ -25,6 +26,9 @@ pub use artifacts::{
 };
 pub use checkpoints::{CHECKPOINT_DIR, SaveEveryEpoch, last_complete_checkpoint};
 pub use config::ImageTrainingConfig;
+pub use confusion::{
+    CONFUSION_MATRIX_FILE, ConfusionError, ConfusionMatrix, PER_CLASS_ACCURACY_FILE,
+};
 pub use early_stopping::{PatienceStopping, patience_exhausted};
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
 pub use fused_sgd::{FusedSgd, FusedSgdConfig};
@@ -74,6 +78,8 @@ pub enum TrainError {
     Logs { dir: PathBuf, reason: String },
     #[error(transparent)]
     Plot(#[from] PlotError),
+    #[error(transparent)]
+    Confusion(#[from] ConfusionError),
     #[error("cannot resume the run in {}: {reason}", dir.display())]
     Resume { dir: PathBuf, reason: String },
     #[error(
@@ -96,6 +102,16 @@ pub enum TrainError {
          training.batch_size in the run file)"
     )]
     OutOfGpuMemory { batch_size: usize },
+}
+
+impl TrainError {
+    /// Maps an I/O error on `path` (`.map_err(TrainError::io(&path))`).
+    pub fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+        move |source| TrainError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 impl From<WriteError> for TrainError {

@@ -72,7 +72,12 @@ pub(super) fn load_record<B: Backend, M: Module<B>>(
     let expected = ParamShapes::of(&model);
     let loaded = model
         .load_file(path.to_path_buf(), &ModelRecorder::new(), device)
-        .map_err(|e| load_err(e.to_string()))?;
+        .map_err(|e| {
+            load_err(format!(
+                "{e} (a model saved before the `simple` and `lenet` models became presets of \
+                 `cnn` cannot be read: retrain it)"
+            ))
+        })?;
     let found = ParamShapes::of(&loaded);
     if let Some(((name, want), (_, got))) = expected
         .0

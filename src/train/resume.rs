@@ -42,10 +42,7 @@ pub fn begin_run<S: Serialize>(
             remove_dir(&stale)?;
         }
         remove_dir(checkpoints.dir())?;
-        fs::create_dir_all(checkpoints.dir()).map_err(|source| TrainError::Io {
-            path: checkpoints.dir().to_path_buf(),
-            source,
-        })?;
+        fs::create_dir_all(checkpoints.dir()).map_err(TrainError::io(checkpoints.dir()))?;
         write_atomically(&checkpoints.run_settings(), settings_json.as_bytes())?;
         return Ok(None);
     };
@@ -77,12 +74,7 @@ pub fn begin_run<S: Serialize>(
             continue;
         };
         for entry in entries {
-            let path = entry
-                .map_err(|source| TrainError::Io {
-                    path: split_dir.clone(),
-                    source,
-                })?
-                .path();
+            let path = entry.map_err(TrainError::io(&split_dir))?.path();
             let logged_epoch = path
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -141,10 +133,9 @@ fn differences(old: &Value, new: &Value, path: &str) -> Vec<String> {
 
 fn remove_dir(path: &Path) -> Result<(), TrainError> {
     match fs::remove_dir_all(path) {
-        Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(TrainError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+            Err(TrainError::io(path)(source))
+        }
         _ => Ok(()),
     }
 }

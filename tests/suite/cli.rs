@@ -337,14 +337,13 @@ fn eval_and_predict_an_image_run() {
     assert!(accuracy > 50.0, "{stdout}");
 
     // The first test image as a PNG; the model's answer is a digit with a probability.
-    let images = cubenet::data::read_digits(&first_file(&data, "t10k-images"), false).unwrap();
+    let test = cubenet::data::MnistSource::Dir(data.clone())
+        .load(cubenet::data::Split::Test)
+        .unwrap();
     let png = dir.path().join("digit.png");
-    let mut encoder = png::Encoder::new(std::fs::File::create(&png).unwrap(), 28, 28);
-    encoder.set_color(png::ColorType::Grayscale);
-    encoder
-        .write_header()
+    image::GrayImage::from_raw(28, 28, test.image(0).to_vec())
         .unwrap()
-        .write_image_data(&images[0])
+        .save(&png)
         .unwrap();
     let (output, stdout, stderr) = run(cubenet()
         .args(["predict", "--model-dir"])
@@ -357,15 +356,6 @@ fn eval_and_predict_an_image_run() {
             .is_match(stdout.trim()),
         "{stdout}"
     );
-}
-
-/// `name` or `name.gz` in `dir`.
-fn first_file(dir: &Path, name: &str) -> PathBuf {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(name))
-        .unwrap_or_else(|| panic!("no {name} in {}", dir.display()))
 }
 
 /// Burn loads a record of another network without complaint; cubenet refuses it.

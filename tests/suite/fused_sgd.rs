@@ -25,7 +25,7 @@ fn lenet() -> ImageModel<B> {
         .with_channels([2, 3])
         .with_hidden(8)
         .with_kernels(KernelPath::Custom);
-    let model = ImageModel::Lenet(config.init(&Default::default()).unwrap());
+    let model = ImageModel::Cnn(config.init(&Default::default()).unwrap());
     values(&model);
     model
 }

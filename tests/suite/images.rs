@@ -6,10 +6,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use cubenet::backend::BackendKind;
-use cubenet::model::{CnnConfig, ImageModelConfig};
+use cubenet::data::{Channels, ImageSet, ImageShape, ImageSource};
+use cubenet::model::{ImageModelConfig, LeNetConfig};
 use cubenet::run_config::{Job, RunConfig};
-use cubenet::train::ImageRun;
-use image::{Rgb, RgbImage};
+use cubenet::train::{CONFUSION_MATRIX_FILE, ImageRun, PER_CLASS_ACCURACY_FILE};
+use image::{GrayImage, Rgb, RgbImage};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -257,12 +258,14 @@ fn a_run_file_cnn_with_lenets_layers_trains_on_mnist() {
     let ImageModelConfig::Cnn(cnn) = &config.model else {
         panic!("a CNN")
     };
-    let preset = CnnConfig::lenet([6, 16], 32, [1, 28, 28], 10);
+    let preset = LeNetConfig::new()
+        .with_channels([6, 16])
+        .with_hidden(32)
+        .cnn()
+        .unwrap();
     assert_eq!(cnn.layers, preset.layers);
     let source = match source {
-        cubenet::data::ImageSource::Mnist(_) => {
-            cubenet::data::ImageSource::Mnist(crate::common::mnist_source())
-        }
+        ImageSource::Mnist(_) => ImageSource::Mnist(crate::common::mnist_source()),
         other => other,
     };
     let dir = tempfile::tempdir().unwrap();
@@ -272,8 +275,70 @@ fn a_run_file_cnn_with_lenets_layers_trains_on_mnist() {
         artifact_dir: dir.path().to_path_buf(),
         resume: false,
     };
-    let accuracy = cubenet::backend::run_on(BackendKind::Ndarray, run)
+    let confusion = cubenet::backend::run_on(BackendKind::Ndarray, run)
         .unwrap()
         .unwrap();
-    assert!(accuracy >= 0.7, "test accuracy {accuracy}");
+    assert_eq!(confusion.total(), 500);
+    assert!(
+        confusion.accuracy() >= 0.7,
+        "test accuracy {}",
+        confusion.accuracy()
+    );
+    // The test set's confusion matrix and per-class accuracy are in the artifacts.
+    let csv = fs::read_to_string(dir.path().join(PER_CLASS_ACCURACY_FILE)).unwrap();
+    assert_eq!(csv.lines().count(), 11, "{csv}");
+    assert!(csv.starts_with("class,images,accuracy\n0,"), "{csv}");
+    assert!(dir.path().join(CONFUSION_MATRIX_FILE).is_file());
+}
+
+/// The first `count` images of `set` as gray PNGs under `root/<class>/<index>.png`.
+fn write_pngs(set: &ImageSet, count: usize, root: &Path) {
+    let ImageShape { height, width, .. } = set.shape();
+    for index in 0..count {
+        let folder = root.join(&set.classes()[set.label(index) as usize]);
+        fs::create_dir_all(&folder).unwrap();
+        GrayImage::from_raw(width as u32, height as u32, set.image(index).to_vec())
+            .unwrap()
+            .save(folder.join(format!("{index:05}.png")))
+            .unwrap();
+    }
+}
+
+/// MNIST exported to PNG folders reads back as the IDX files' pixels and labels, in class
+/// order (the folders' order), so that both sources train on the same images.
+#[test]
+fn mnist_exported_to_png_folders_reads_back_as_the_idx_images() {
+    const TRAIN: usize = 400;
+    const TEST: usize = 150;
+    let idx = ImageSource::Mnist(crate::common::mnist_source())
+        .load(None)
+        .unwrap();
+    let idx_test = idx.test.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (train_root, test_root) = (dir.path().join("train"), dir.path().join("test"));
+    write_pngs(&idx.train, TRAIN, &train_root);
+    write_pngs(&idx_test, TEST, &test_root);
+    let folder = ImageSource::ImageFolder {
+        root: train_root,
+        test_root: Some(test_root),
+        channels: Channels::Gray,
+        size: None,
+    }
+    .load(Some(&dir.path().join("cache")))
+    .unwrap();
+    for (idx, png, count) in [
+        (&idx.train, &folder.train, TRAIN),
+        (&idx_test, folder.test.as_ref().unwrap(), TEST),
+    ] {
+        assert_eq!(png.classes(), idx.classes());
+        assert_eq!(png.shape(), idx.shape());
+        // Files are read class by class, each class in index order.
+        let mut order: Vec<usize> = (0..count).collect();
+        order.sort_by_key(|&i| idx.label(i));
+        assert_eq!(png.len(), count);
+        for (read, &index) in order.iter().enumerate() {
+            assert_eq!(png.label(read), idx.label(index), "image {index}");
+            assert_eq!(png.image(read), idx.image(index), "image {index}");
+        }
+    }
 }

@@ -15,7 +15,10 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::IntElem;
 use cubenet::backend::{BackendError, BackendKind, BackendTask, run_on};
-use cubenet::model::{ImageModel, ImageModelConfig, KernelPath, LeNetConfig, SimpleCnnConfig};
+use cubenet::model::{
+    CnnConfig, ConvSpec, ImageModel, ImageModelConfig, KernelPath, LayerSpec, LeNetConfig,
+    SimpleCnnConfig, Width,
+};
 use cubenet_kernels::AutodiffKernelBackend;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -73,9 +76,43 @@ fn host_values(rng: &mut StdRng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-2.0..2.0)).collect()
 }
 
+/// MNIST-shaped images (`[batch, 1, 28, 28]`) of `values`.
 fn images<B: Backend>(values: &[f32], batch: usize, device: &B::Device) -> Tensor<B, 4> {
-    Tensor::from_data(TensorData::new(values.to_vec(), [batch, 1, 28, 28]), device)
+    shaped_images(values, [batch, 1, 28, 28], device)
 }
+
+fn shaped_images<B: Backend>(
+    values: &[f32],
+    shape: [usize; 4],
+    device: &B::Device,
+) -> Tensor<B, 4> {
+    Tensor::from_data(TensorData::new(values.to_vec(), shape), device)
+}
+
+/// A run-file CNN on RGB images of an odd size: multi-channel convolutions (3→6→10→12
+/// channels, none a multiple of a block size) fused with ReLU and pooling, padded and
+/// strided, a convolution with ReLU only, and dense layers with ReLU.
+fn multi_channel_cnn(kernels: KernelPath) -> ImageModelConfig {
+    let layers = vec![
+        LayerSpec::Conv(ConvSpec::new(6).with_padding(1)),
+        LayerSpec::Relu,
+        LayerSpec::pool(2),
+        LayerSpec::Conv(ConvSpec::new(10).with_kernel(5).with_padding(2)),
+        LayerSpec::Relu,
+        LayerSpec::pool(2),
+        LayerSpec::Conv(ConvSpec::new(12).with_stride(2).with_padding(1)),
+        LayerSpec::Relu,
+        LayerSpec::Dense(Width::Units(20)),
+        LayerSpec::Relu,
+        LayerSpec::Dense(Width::Classes),
+    ];
+    ImageModelConfig::Cnn(
+        CnnConfig::new(MULTI_CHANNEL_INPUT, 10, layers.into()).with_kernels(kernels),
+    )
+}
+
+/// `[channels, height, width]` of [`multi_channel_cnn`]'s images.
+const MULTI_CHANNEL_INPUT: [usize; 3] = [3, 19, 17];
 
 #[derive(Clone)]
 struct SamePaths;
@@ -84,10 +121,10 @@ impl BackendTask for SamePaths {
     type Output = ();
 
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) {
-        // Small models, and the seed CNN at d = 32 with the batch of 48 that a 64-image
-        // epoch of 54,000 images ends on.
+        // Small models, the seed CNN at d = 32 with the batch of 48 that a 64-image epoch
+        // of 54,000 images ends on, and a multi-channel run-file CNN.
         let mut rng = StdRng::seed_from_u64(3);
-        let configs: [(ModelFor, usize); 3] = [
+        let configs: [(ModelFor, usize); 4] = [
             (
                 |k| {
                     ImageModelConfig::Simple(SimpleCnnConfig::new().with_filters(7).with_kernels(k))
@@ -109,12 +146,18 @@ impl BackendTask for SamePaths {
                 |k| ImageModelConfig::Simple(SimpleCnnConfig::new().with_kernels(k)),
                 48,
             ),
+            (multi_channel_cnn, 7),
         ];
         for (config, batch) in configs {
             let (ours, reference) = twin_models::<B>(config, 3, &device);
-            let pixels = host_values(&mut rng, batch * 28 * 28);
-            let out_ours = ours.forward(images(&pixels, batch, &device));
-            let out_ref = reference.forward(images(&pixels, batch, &Default::default()));
+            let [c, h, w] = match config(KernelPath::Custom) {
+                ImageModelConfig::Cnn(cnn) => cnn.input,
+                _ => [1, 28, 28],
+            };
+            let shape = [batch, c, h, w];
+            let pixels = host_values(&mut rng, shape.iter().product());
+            let out_ours = ours.forward(shaped_images(&pixels, shape, &device));
+            let out_ref = reference.forward(shaped_images(&pixels, shape, &Default::default()));
             let diff = max_relative_diff(&floats(out_ours.clone()), &floats(out_ref.clone()));
             assert!(
                 diff <= TOLERANCE,

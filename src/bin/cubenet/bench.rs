@@ -135,6 +135,13 @@ impl Args {
         let load = |split| -> anyhow::Result<ImageSubset> {
             Ok(MnistSource::Dir(dir.clone()).subset(split)?)
         };
+        anyhow::ensure!(
+            self.epoch_model.input() == BenchModel::Simple.input(),
+            "the real epoch trains on MNIST, and --epoch-model {} takes {:?} images; pick \
+             simple, lenet or mlp",
+            self.epoch_model,
+            self.epoch_model.input()
+        );
         let filters = self.epoch_model.has_filters().then_some(self.epoch_filters);
         Ok(Some(EpochPlan {
             train: load(Split::Train)?.limit(self.epoch_limit),

@@ -54,7 +54,9 @@ fn eval<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> 
             let test = splits
                 .test
                 .with_normalization(Arc::new(saved.normalization));
-            println!("{}", accuracy_line(evaluate(&model, &test, device)));
+            let confusion = evaluate(&model, &test, device);
+            print!("{confusion}");
+            println!("{}", accuracy_line(confusion.accuracy()));
         }
         SavedRun::Tabular { model, run } => {
             let (inputs, targets) = match args.csv {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
-use cubenet::atomic_file::write_atomically;
+use cubenet::atomic_file::write_atomically_with;
 use cubenet::backend::BackendKind;
 use cubenet::data::{
     Channels, DataError, Decoding, ImageShape, image_files, is_image, mnist_classes, read_idx_file,
@@ -74,16 +74,15 @@ fn predict<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<(
                     let path = output
                         .clone()
                         .unwrap_or_else(|| predictions_path(&args.inputs[0]));
-                    let mut text = String::from("path,class,probability\n");
-                    for ((name, _), (class, p)) in images.iter().zip(&predictions) {
-                        let class = &saved.classes[*class];
-                        text.push_str(&format!(
-                            "{},{},{p:.6}\n",
-                            csv_field(name),
-                            csv_field(class)
-                        ));
-                    }
-                    write_atomically(&path, text.as_bytes())?;
+                    write_atomically_with(&path, |partial| {
+                        let mut csv = csv::Writer::from_path(partial)?;
+                        csv.write_record(["path", "class", "probability"])?;
+                        for ((name, _), (class, p)) in images.iter().zip(&predictions) {
+                            let class = &saved.classes[*class];
+                            csv.write_record([name, class, &format!("{p:.6}")])?;
+                        }
+                        csv.flush()
+                    })?;
                     println!(
                         "wrote {} predictions to {}",
                         predictions.len(),
@@ -191,14 +190,6 @@ fn classify<B: KernelBackend>(
                 .collect::<Vec<_>>()
         })
         .collect()
-}
-
-/// A CSV field, quoted when it holds a comma, a quote or a line break.
-fn csv_field(text: &str) -> String {
-    match text.contains([',', '"', '\n', '\r']) {
-        true => format!("\"{}\"", text.replace('"', "\"\"")),
-        false => text.to_string(),
-    }
 }
 
 /// `data.csv` → `data-predictions.csv`, beside it.

@@ -108,7 +108,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 artifact_dir: dir.clone(),
                 resume: args.resume,
             };
-            println!("{}", accuracy_line(run.launch(backend)?));
+            let confusion = run.launch(backend)?;
+            print!("{confusion}");
+            println!("{}", accuracy_line(confusion.accuracy()));
         }
         Job::Tabular { config, data } => {
             let run = TabularRun {

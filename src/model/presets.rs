@@ -1,0 +1,150 @@
+//! The two named CNNs, as presets of the layer-by-layer [`Cnn`]: the seed's single-conv CNN
+//! and the LeNet-style CNN. Their configs keep the settings run files and saved runs name
+//! (`filters`, `channels`, `hidden`, …) and expand to the layers.
+
+use burn::prelude::*;
+
+use super::geometry::{conv_output, pool_output};
+use super::{Cnn, CnnConfig, ConvSpec, KernelPath, LayerSpec, ModelError, Width};
+
+/// The seed CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → dense to the classes.
+#[derive(Config, Debug)]
+pub struct SimpleCnnConfig {
+    /// Convolution filters `d`.
+    #[config(default = 32)]
+    pub filters: usize,
+    /// Side of the square gray input images.
+    #[config(default = 28)]
+    pub image_size: usize,
+    /// Output classes.
+    #[config(default = 10)]
+    pub num_classes: usize,
+    /// Refuse an input whose conv output the 2x2 pool windows do not tile exactly.
+    #[config(default = true)]
+    pub exact_pooling: bool,
+    /// Which implementation runs the conv·ReLU·pool block and the dense layer.
+    #[config(default = "KernelPath::Custom")]
+    pub kernels: KernelPath,
+}
+
+impl SimpleCnnConfig {
+    /// The layers of this network, after checking that its pool tiles the conv output (if
+    /// `exact_pooling`).
+    pub fn cnn(&self) -> Result<CnnConfig, ModelError> {
+        if self.exact_pooling {
+            let conv = conv_output("1 (conv)", [self.image_size; 2], [3, 3], [1, 1], [0, 0])?;
+            pool_output("3 (pool 2)", conv, [2, 2], [2, 2], true)?;
+        }
+        let layers = vec![
+            LayerSpec::Conv(ConvSpec::new(self.filters)),
+            LayerSpec::Relu,
+            LayerSpec::pool(2),
+            LayerSpec::Dense(Width::Classes),
+        ];
+        let input = [1, self.image_size, self.image_size];
+        Ok(CnnConfig::new(input, self.num_classes, layers.into()).with_kernels(self.kernels))
+    }
+
+    /// Checks the geometry and initializes the weights on `device`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Cnn<B>, ModelError> {
+        self.cnn()?.init(device)
+    }
+}
+
+/// The LeNet-style CNN: conv 5x5 (padding 2) → ReLU → 2x2 pool → conv 5x5 → ReLU → 2x2
+/// pool → dense `hidden` → ReLU → dense to the classes.
+#[derive(Config, Debug)]
+pub struct LeNetConfig {
+    /// Filters of the first and second convolution.
+    #[config(default = "[32, 64]")]
+    pub channels: [usize; 2],
+    /// Width of the hidden dense layer.
+    #[config(default = 128)]
+    pub hidden: usize,
+    /// Side of the square gray input images.
+    #[config(default = 28)]
+    pub image_size: usize,
+    /// Output classes.
+    #[config(default = 10)]
+    pub num_classes: usize,
+    /// Refuse inputs whose conv outputs the 2x2 pool windows do not tile exactly.
+    #[config(default = true)]
+    pub exact_pooling: bool,
+    /// Which implementation runs the conv·ReLU·pool blocks and the dense layers.
+    #[config(default = "KernelPath::Custom")]
+    pub kernels: KernelPath,
+}
+
+impl LeNetConfig {
+    /// The layers of this network, after checking that its pools tile the conv outputs
+    /// (if `exact_pooling`).
+    pub fn cnn(&self) -> Result<CnnConfig, ModelError> {
+        let [c1, c2] = self.channels;
+        if self.exact_pooling {
+            let size = conv_output("1 (conv)", [self.image_size; 2], [5, 5], [1, 1], [2, 2])?;
+            let size = pool_output("3 (pool 2)", size, [2, 2], [2, 2], true)?;
+            let size = conv_output("4 (conv)", size, [5, 5], [1, 1], [0, 0])?;
+            pool_output("6 (pool 2)", size, [2, 2], [2, 2], true)?;
+        }
+        let layers = vec![
+            LayerSpec::Conv(ConvSpec::new(c1).with_kernel(5).with_padding(2)),
+            LayerSpec::Relu,
+            LayerSpec::pool(2),
+            LayerSpec::Conv(ConvSpec::new(c2).with_kernel(5)),
+            LayerSpec::Relu,
+            LayerSpec::pool(2),
+            LayerSpec::Dense(Width::Units(self.hidden)),
+            LayerSpec::Relu,
+            LayerSpec::Dense(Width::Classes),
+        ];
+        let input = [1, self.image_size, self.image_size];
+        Ok(CnnConfig::new(input, self.num_classes, layers.into()).with_kernels(self.kernels))
+    }
+
+    /// Checks the geometry and initializes the weights on `device`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Cnn<B>, ModelError> {
+        self.cnn()?.init(device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::NdArray;
+
+    use super::*;
+
+    #[test]
+    fn presets_expand_to_their_layers() {
+        let table = |config: CnnConfig| config.summary().unwrap().to_string();
+        assert_eq!(
+            table(SimpleCnnConfig::new().with_filters(8).cnn().unwrap()),
+            "\
+layer            output   params
+input            1x28x28
+1 conv 8 3x3     8x26x26      80
+2 relu           8x26x26       0
+3 pool 2         8x13x13       0
+4 dense classes  10        13530
+total                      13610
+"
+        );
+        let lenet = LeNetConfig::new().cnn().unwrap();
+        assert_eq!(lenet.summary().unwrap().params(), 258_314);
+        let cnn = lenet.init::<NdArray>(&Default::default()).unwrap();
+        assert_eq!(cnn.num_params(), 258_314);
+    }
+
+    #[test]
+    fn inexact_pooling_is_refused_unless_allowed() {
+        // 27 → conv 3 → 25, which 2x2 windows do not tile.
+        let odd = SimpleCnnConfig::new().with_image_size(27);
+        assert_eq!(
+            odd.cnn().unwrap_err().to_string(),
+            "layer `3 (pool 2)`: 2x2 windows with stride 2x2 do not tile the 25x25 input exactly"
+        );
+        assert!(odd.with_exact_pooling(false).cnn().is_ok());
+        let odd = LeNetConfig::new().with_image_size(30);
+        assert!(odd.cnn().is_err());
+        assert!(odd.with_exact_pooling(false).cnn().is_ok());
+    }
+}
