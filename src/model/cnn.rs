@@ -156,6 +156,23 @@ impl CnnConfig {
         }
     }
 
+    /// Refuses a pool whose windows do not tile its input exactly, where a remainder would
+    /// otherwise be dropped (the presets' `exact_pooling`).
+    pub fn check_exact_pooling(&self) -> Result<(), ModelError> {
+        let summary = self.summary()?;
+        let mut shape = summary.input;
+        for (index, layer) in summary.layers.iter().enumerate() {
+            if let (LayerSpec::Pool { window, stride }, Shape::Maps([_, h, w])) =
+                (layer.layer, shape)
+            {
+                let name = layer_name(index, layer.layer);
+                pool_output(&name, [h, w], [window; 2], [stride; 2], true)?;
+            }
+            shape = layer.output;
+        }
+        Ok(())
+    }
+
     /// The output of `layer` (named `name`) for an `input`-shaped activation.
     fn output(
         &self,
@@ -481,6 +498,13 @@ mod tests {
         }
     }
 
+    /// `cnn` with every parameter drawn. Burn initializes parameters lazily, and a clone of
+    /// an undrawn parameter draws values of its own: a record taken from a fresh model to
+    /// copy it would hold other weights than the model computes with.
+    fn initialized<B: Backend>(cnn: Cnn<B>) -> Cnn<B> {
+        cnn.clone().load_record(cnn.into_record())
+    }
+
     /// `to` with the parameters of `from`, visited in the same order.
     fn copy_params<B: Backend, M: Module<B>>(from: &impl Module<B>, to: M) -> M {
         let mut collect = Collect(Vec::new());
@@ -764,7 +788,7 @@ total                      13610
     #[test]
     fn custom_and_burn_kernel_paths_agree() {
         let device = Default::default();
-        let custom = config([2, 21, 20], MIXED).init::<B>(&device).unwrap();
+        let custom = initialized(config([2, 21, 20], MIXED).init::<B>(&device).unwrap());
         let burn = config([2, 21, 20], MIXED)
             .with_kernels(KernelPath::Burn)
             .init::<B>(&device)
@@ -799,7 +823,7 @@ total                      13610
                 .init::<Autodiff<B>>(&device)
                 .unwrap()
         };
-        let custom = init(KernelPath::Custom);
+        let custom = initialized(init(KernelPath::Custom));
         let burn = init(KernelPath::Burn).load_record(custom.clone().into_record());
         let x = images::<Autodiff<B>>([8, 2, 21, 20]);
         let mut all = Vec::new();

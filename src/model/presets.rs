@@ -4,7 +4,6 @@
 
 use burn::prelude::*;
 
-use super::geometry::{conv_output, pool_output};
 use super::{Cnn, CnnConfig, ConvSpec, KernelPath, LayerSpec, ModelError, Width};
 
 /// The seed CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → dense to the classes.
@@ -28,13 +27,9 @@ pub struct SimpleCnnConfig {
 }
 
 impl SimpleCnnConfig {
-    /// The layers of this network, after checking that its pool tiles the conv output (if
-    /// `exact_pooling`).
+    /// The layers of this network; with `exact_pooling`, refused if its pool does not tile
+    /// the conv output.
     pub fn cnn(&self) -> Result<CnnConfig, ModelError> {
-        if self.exact_pooling {
-            let conv = conv_output("1 (conv)", [self.image_size; 2], [3, 3], [1, 1], [0, 0])?;
-            pool_output("3 (pool 2)", conv, [2, 2], [2, 2], true)?;
-        }
         let layers = vec![
             LayerSpec::Conv(ConvSpec::new(self.filters)),
             LayerSpec::Relu,
@@ -42,7 +37,11 @@ impl SimpleCnnConfig {
             LayerSpec::Dense(Width::Classes),
         ];
         let input = [1, self.image_size, self.image_size];
-        Ok(CnnConfig::new(input, self.num_classes, layers.into()).with_kernels(self.kernels))
+        let cnn = CnnConfig::new(input, self.num_classes, layers.into()).with_kernels(self.kernels);
+        if self.exact_pooling {
+            cnn.check_exact_pooling()?;
+        }
+        Ok(cnn)
     }
 
     /// Checks the geometry and initializes the weights on `device`.
@@ -76,16 +75,10 @@ pub struct LeNetConfig {
 }
 
 impl LeNetConfig {
-    /// The layers of this network, after checking that its pools tile the conv outputs
-    /// (if `exact_pooling`).
+    /// The layers of this network; with `exact_pooling`, refused if its pools do not tile
+    /// the conv outputs.
     pub fn cnn(&self) -> Result<CnnConfig, ModelError> {
         let [c1, c2] = self.channels;
-        if self.exact_pooling {
-            let size = conv_output("1 (conv)", [self.image_size; 2], [5, 5], [1, 1], [2, 2])?;
-            let size = pool_output("3 (pool 2)", size, [2, 2], [2, 2], true)?;
-            let size = conv_output("4 (conv)", size, [5, 5], [1, 1], [0, 0])?;
-            pool_output("6 (pool 2)", size, [2, 2], [2, 2], true)?;
-        }
         let layers = vec![
             LayerSpec::Conv(ConvSpec::new(c1).with_kernel(5).with_padding(2)),
             LayerSpec::Relu,
@@ -98,7 +91,11 @@ impl LeNetConfig {
             LayerSpec::Dense(Width::Classes),
         ];
         let input = [1, self.image_size, self.image_size];
-        Ok(CnnConfig::new(input, self.num_classes, layers.into()).with_kernels(self.kernels))
+        let cnn = CnnConfig::new(input, self.num_classes, layers.into()).with_kernels(self.kernels);
+        if self.exact_pooling {
+            cnn.check_exact_pooling()?;
+        }
+        Ok(cnn)
     }
 
     /// Checks the geometry and initializes the weights on `device`.

@@ -169,9 +169,9 @@ mod tests {
         assert_eq!(
             m.to_string(),
             "class      images  accuracy\n\
-             cat              4    75.00%\n\
-             dog, big         2    50.00%\n\
-             owl              0         -\n"
+             cat             4    75.00%\n\
+             dog, big        2    50.00%\n\
+             owl             0         -\n"
         );
     }
 

@@ -113,7 +113,7 @@ fn impossible_geometry_names_the_layer() {
     assert_eq!(
         err,
         ModelError::WindowTooLarge {
-            layer: "conv".into(),
+            layer: "1 (conv 32 3x3)".into(),
             window: [3, 3],
             input: [2, 2]
         }
@@ -124,7 +124,7 @@ fn impossible_geometry_names_the_layer() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "layer `pool`: 2x2 windows with stride 2x2 do not tile the 25x25 input exactly"
+        "layer `3 (pool 2)`: 2x2 windows with stride 2x2 do not tile the 25x25 input exactly"
     );
     // Without exact tiling the last row and column are dropped, like Burn's pool does.
     let loose = SimpleCnnConfig::new()
@@ -145,7 +145,7 @@ fn impossible_geometry_names_the_layer() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "layer `conv`: filters must be positive, got a zero"
+        "layer `1 (conv 0 3x3)`: filters must be positive, got a zero"
     );
     let err = LeNetConfig::new()
         .with_image_size(10)
@@ -153,13 +153,16 @@ fn impossible_geometry_names_the_layer() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "layer `pool2`: the 2x2 window is larger than its 1x1 (padded) input"
+        "layer `6 (pool 2)`: the 2x2 window is larger than its 1x1 (padded) input"
     );
     let err = LeNetConfig::new()
         .with_channels([8, 0])
         .init::<B>(&device)
         .unwrap_err();
-    assert!(err.to_string().starts_with("layer `conv2`"), "{err}");
+    assert!(
+        err.to_string().starts_with("layer `4 (conv 0 5x5)`"),
+        "{err}"
+    );
     let err = MlpConfig::new(4, vec![8, 0], 1)
         .init::<B>(&device)
         .unwrap_err();

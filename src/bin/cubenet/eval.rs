@@ -23,13 +23,13 @@ pub struct Args {
     /// Tabular runs: measure on every row of this CSV [default: the run's test split]
     #[arg(long)]
     csv: Option<PathBuf>,
-    /// [default: cuda when compiled in, else ndarray]
+    /// [default: the backend the run trained on]
     #[arg(long, value_enum)]
     backend: Option<BackendKind>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    run_on_backend(args.backend, args)
+    run_on_backend(args.backend, &args.model_dir.clone(), args)
 }
 
 impl SavedRunWork for Args {

@@ -37,13 +37,13 @@ pub struct Args {
     /// MNIST's light digits on dark)
     #[arg(long)]
     invert: bool,
-    /// [default: cuda when compiled in, else ndarray]
+    /// [default: the backend the run trained on]
     #[arg(long, value_enum)]
     backend: Option<BackendKind>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    run_on_backend(args.backend, args)
+    run_on_backend(args.backend, &args.model_dir.clone(), args)
 }
 
 impl SavedRunWork for Args {

@@ -64,9 +64,11 @@ pub trait SavedRunWork {
     fn run<B: KernelBackend>(self, device: &B::Device) -> anyhow::Result<()>;
 }
 
-/// Runs `work` on `backend` [default: as `train`'s], without autodiff.
+/// Runs `work` on `backend`, without autodiff; by default on the backend the run in
+/// `model_dir` trained on (its run.toml), else on `train`'s default.
 pub fn run_on_backend<W: SavedRunWork>(
     backend: Option<BackendKind>,
+    model_dir: &Path,
     work: W,
 ) -> anyhow::Result<()> {
     struct Task<W>(W);
@@ -77,7 +79,14 @@ pub fn run_on_backend<W: SavedRunWork>(
             self.0.run::<B::InnerBackend>(&device)
         }
     }
-    let backend = backend.unwrap_or_else(BackendKind::default_for_build);
+    let trained_on = || {
+        RunConfig::load(&model_dir.join(RUN_FILE), &[])
+            .ok()
+            .and_then(|run| run.backend)
+    };
+    let backend = backend
+        .or_else(trained_on)
+        .unwrap_or_else(BackendKind::default_for_build);
     run_on(backend, Task(work))?
 }
 
