@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use cubenet::backend::BackendKind;
 use cubenet::data::{ImageSource, MnistSource};
+use cubenet::error_line::error_line;
 use cubenet::model::{ImageModelConfig, KernelPath, LeNetConfig, SimpleCnnConfig};
 use cubenet::train::{ImageRun, ImageTrainingConfig, accuracy_line};
 
@@ -114,7 +115,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_line(error.as_ref()));
             ExitCode::from(2)
         }
     }

@@ -16,6 +16,7 @@ use clap::{Parser, ValueEnum};
 use cubenet::backend::{BackendKind, BackendTask, run_on};
 use cubenet::bench::{SpeedrunConfig, SpeedrunResult, speedrun};
 use cubenet::data::{ImageSubset, MnistSource, Split};
+use cubenet::error_line::error_line;
 use cubenet::model::{ImageModelConfig, LeNetConfig, SimpleCnnConfig};
 use cubenet_kernels::AutodiffKernelBackend;
 
@@ -173,7 +174,7 @@ fn main() -> ExitCode {
     match run(Args::parse()) {
         Ok(_) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_line(error.as_ref()));
             ExitCode::from(2)
         }
     }

@@ -5,6 +5,7 @@ pub mod atomic_file;
 pub mod backend;
 pub mod bench;
 pub mod data;
+pub mod error_line;
 pub mod model;
 pub mod plot;
 mod quiet_panic;

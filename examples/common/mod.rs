@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::ensure;
 use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource};
+use cubenet::error_line::error_line;
 use cubenet::train::tabular::{TabularConfig, TabularReport, TabularRun, TestMetrics};
 
 /// Writes `table` to `artifact_dir/csv_name`, trains `config` on that file on `backend`, and
@@ -53,7 +54,7 @@ pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_line(error.as_ref()));
             ExitCode::from(2)
         }
     }

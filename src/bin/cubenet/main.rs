@@ -21,6 +21,7 @@ mod train;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use cubenet::error_line::error_line;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -58,7 +59,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_line(error.as_ref()));
             ExitCode::from(2)
         }
     }
