@@ -112,8 +112,8 @@ pub fn plot_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
 pub struct Heatmap {
     pub title: String,
     /// What the rows and the columns stand for.
-    pub rows: Axis,
-    pub columns: Axis,
+    pub row_title: String,
+    pub column_title: String,
     pub row_labels: Vec<String>,
     pub column_labels: Vec<String>,
     /// `shade[row][column]`, 0 (white) to 1 (darkest).
@@ -152,68 +152,95 @@ fn write_png<E: std::error::Error>(
 
 type BitmapError = DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>;
 
-/// Cells of 44 pixels (up to 16 classes), shrinking so that the figure stays under ~1000
-/// pixels; counts are printed while cells are large enough to hold them.
+/// Cells of 44 pixels (up to 16 rows or columns), smaller beyond so that the figure stays
+/// under ~1000 pixels; cell texts are printed while cells can hold them. Columns are
+/// labelled by number when a label is wider than a cell, and rows then read `number name`.
 fn draw_heatmap(path: &Path, heatmap: &Heatmap) -> Result<(), BitmapError> {
     let (rows, columns) = (heatmap.row_labels.len(), heatmap.column_labels.len());
-    let cell = (700 / rows.max(columns).max(1)).clamp(4, 44) as u32;
-    let label_area = 120;
+    let cell = (700 / rows.max(columns).max(1)).clamp(4, 44) as i32;
+    let label_font = ("sans-serif", 13.0);
+    let char_width = 7;
+    let by_number = heatmap
+        .column_labels
+        .iter()
+        .any(|label| label.chars().count() as i32 * char_width > cell - 4);
+    let row_labels: Vec<String> = heatmap
+        .row_labels
+        .iter()
+        .enumerate()
+        .map(|(r, label)| match by_number {
+            true => format!("{r} {label}"),
+            false => label.clone(),
+        })
+        .collect();
+    let column_labels: Vec<String> = match by_number {
+        true => (0..columns).map(|c| c.to_string()).collect(),
+        false => heatmap.column_labels.clone(),
+    };
+    let widest = row_labels
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0) as i32;
+    let (left, top) = (widest * char_width + 24, 76);
     let size = (
-        label_area + 40 + cell * columns as u32,
-        label_area + 60 + cell * rows as u32,
+        (left + cell * columns as i32 + 20) as u32,
+        (top + cell * rows as i32 + 30) as u32,
     );
     let root = BitMapBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(&heatmap.title, ("sans-serif", 22))
-        .margin(14)
-        .x_label_area_size(label_area)
-        .y_label_area_size(label_area)
-        .build_cartesian_2d((0..columns).into_segmented(), (0..rows).into_segmented())?;
-    // Labels sit at the centres of the segments; row 0 is drawn at the top, as a table reads.
-    let column_label = |c: &SegmentValue<usize>| match c {
-        SegmentValue::CenterOf(c) => heatmap.column_labels.get(*c).cloned().unwrap_or_default(),
-        _ => String::new(),
+    let centered = |font: (&'static str, f64)| {
+        font.into_font()
+            .into_text_style(&root)
+            .pos(Pos::new(HPos::Center, VPos::Center))
     };
-    let row_label = |r: &SegmentValue<usize>| match r {
-        SegmentValue::CenterOf(r) if *r < rows => heatmap.row_labels[rows - 1 - r].clone(),
-        _ => String::new(),
-    };
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_labels(columns)
-        .y_labels(rows)
-        .x_label_formatter(&column_label)
-        .y_label_formatter(&row_label)
-        .x_desc(&heatmap.columns.label)
-        .y_desc(&heatmap.rows.label)
-        .draw()?;
-    let font = ("sans-serif", (cell as f64 * 0.32).max(8.0))
-        .into_font()
-        .into_text_style(&root)
-        .pos(Pos::new(HPos::Center, VPos::Center));
+    let middle = size.0 as i32 / 2;
+    root.draw(&Text::new(
+        heatmap.title.clone(),
+        (middle, 18),
+        centered(("sans-serif", 20.0)),
+    ))?;
+    root.draw(&Text::new(
+        format!(
+            "rows: {} · columns: {}",
+            heatmap.row_title, heatmap.column_title
+        ),
+        (middle, 42),
+        centered(label_font),
+    ))?;
+    let cell_font = centered(("sans-serif", (cell as f64 * 0.32).max(8.0)));
     for (r, (shades, texts)) in heatmap.shade.iter().zip(&heatmap.text).enumerate() {
-        let y = rows - 1 - r;
+        let y = top + r as i32 * cell;
         for (c, (&shade, text)) in shades.iter().zip(texts).enumerate() {
+            let x = left + c as i32 * cell;
             let level = (255.0 * (1.0 - 0.8 * shade.clamp(0.0, 1.0))) as u8;
-            let fill = RGBColor(level, level, 255);
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [
-                    (SegmentValue::Exact(c), SegmentValue::Exact(y)),
-                    (SegmentValue::Exact(c + 1), SegmentValue::Exact(y + 1)),
-                ],
-                fill.filled(),
-            )))?;
+            root.draw(&Rectangle::new(
+                [(x, y), (x + cell, y + cell)],
+                RGBColor(level, level, 255).filled(),
+            ))?;
+            root.draw(&Rectangle::new(
+                [(x, y), (x + cell, y + cell)],
+                RGBColor(220, 220, 230),
+            ))?;
             if cell >= 24 {
                 let ink = if shade > 0.6 { WHITE } else { BLACK };
-                chart.draw_series(std::iter::once(Text::new(
-                    text.clone(),
-                    (SegmentValue::CenterOf(c), SegmentValue::CenterOf(y)),
-                    font.color(&ink),
-                )))?;
+                let center = (x + cell / 2, y + cell / 2);
+                root.draw(&Text::new(text.clone(), center, cell_font.color(&ink)))?;
             }
         }
+        let label_style = label_font
+            .into_font()
+            .into_text_style(&root)
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        root.draw(&Text::new(
+            row_labels[r].clone(),
+            (left - 8, y + cell / 2),
+            label_style,
+        ))?;
+    }
+    for (c, label) in column_labels.into_iter().enumerate() {
+        let x = left + c as i32 * cell + cell / 2;
+        root.draw(&Text::new(label, (x, top - 12), centered(label_font)))?;
     }
     root.present()
 }

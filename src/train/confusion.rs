@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use crate::atomic_file::{WriteError, write_atomically_with};
-use crate::plot::{Axis, Heatmap, PlotError, Scale, plot_heatmap};
+use crate::plot::{Heatmap, PlotError, plot_heatmap};
 
 /// The confusion matrix figure of a classification run's test set.
 pub const CONFUSION_MATRIX_FILE: &str = "confusion-matrix.png";
@@ -102,8 +102,8 @@ impl ConfusionMatrix {
                 self.total(),
                 self.accuracy() * 100.0
             ),
-            rows: Axis::new("true class", Scale::Linear),
-            columns: Axis::new("predicted class", Scale::Linear),
+            row_title: "true class".into(),
+            column_title: "predicted class".into(),
             row_labels: self.classes.clone(),
             column_labels: self.classes.clone(),
             shade,
