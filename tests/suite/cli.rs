@@ -328,9 +328,11 @@ fn eval_and_predict_an_image_run() {
     assert!(stdout.contains("test accuracy"), "{stdout}");
     let (output, stdout, stderr) = run(cubenet().args(["eval", "--model-dir"]).arg(&model));
     assert!(output.status.success(), "{stderr}");
+    // The per-class table, then the overall accuracy.
     let accuracy: f64 = stdout
-        .trim()
-        .strip_prefix("test accuracy: ")
+        .lines()
+        .last()
+        .and_then(|line| line.strip_prefix("test accuracy: "))
         .and_then(|s| s.strip_suffix('%'))
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("{stdout}"));

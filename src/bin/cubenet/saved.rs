@@ -36,18 +36,12 @@ impl<B: KernelBackend> SavedRun<B> {
             .is_file()
             .then(|| RunConfig::load(&run_path, &[]))
             .transpose()?;
-        if dir.join(PREPROCESSING_FILE).is_file() {
+        if is_tabular(dir)? {
             return Ok(SavedRun::Tabular {
                 model: Box::new(TabularModel::load(dir, device)?),
                 run,
             });
         }
-        anyhow::ensure!(
-            dir.join(CONFIG_FILE).is_file(),
-            "{} holds no trained run (no {CONFIG_FILE}); pass the artifact directory of a \
-             finished `cubenet train`",
-            dir.display()
-        );
         let saved = SavedImageConfig::load(dir)?;
         let model = saved.config.model.init::<B>(device)?;
         let model = load_model(dir, model, device)?;
@@ -57,6 +51,21 @@ impl<B: KernelBackend> SavedRun<B> {
             run,
         })
     }
+}
+
+/// Whether `dir` holds a tabular run (it has `preprocessing.json`) rather than an image run;
+/// an error if it holds neither.
+fn is_tabular(dir: &Path) -> anyhow::Result<bool> {
+    if dir.join(PREPROCESSING_FILE).is_file() {
+        return Ok(true);
+    }
+    anyhow::ensure!(
+        dir.join(CONFIG_FILE).is_file(),
+        "{} holds no trained run (no {CONFIG_FILE}); pass the artifact directory of a finished \
+         `cubenet train`",
+        dir.display()
+    );
+    Ok(false)
 }
 
 /// Work on a trained run (`eval`, `predict`), generic over the backend it runs on.
@@ -79,6 +88,8 @@ pub fn run_on_backend<W: SavedRunWork>(
             self.0.run::<B::InnerBackend>(&device)
         }
     }
+    // A directory without a run is the error to report, before any device is opened.
+    is_tabular(model_dir)?;
     let trained_on = || {
         RunConfig::load(&model_dir.join(RUN_FILE), &[])
             .ok()
