@@ -263,7 +263,7 @@ impl CnnConfig {
                         [LayerSpec::Relu, ..] => (AfterConv::Relu, 2),
                         _ => (AfterConv::Nothing, 1),
                     };
-                    let block = ConvBlock::with_options(
+                    let block = ConvBlock::new(
                         [input.features(), conv.filters],
                         [conv.kernel; 2],
                         ConvOptions2d::new([conv.stride; 2], [conv.padding; 2]),

@@ -34,30 +34,9 @@ pub struct ConvBlock<B: Backend> {
 }
 
 impl<B: Backend> ConvBlock<B> {
-    /// The CNNs' square block: `channels` = [in, out]; `kernel`×`kernel` filters with
-    /// stride 1 and `padding`, ReLU, `pool`×`pool` windows with stride `pool`. Callers
-    /// check the geometry first.
+    /// `channels` = [in, out], `kernel`-sized filters with the stride and zero padding of
+    /// `conv`, then `after`. Callers check the geometry first.
     pub fn new(
-        channels: [usize; 2],
-        kernel: usize,
-        padding: usize,
-        pool: usize,
-        kernels: KernelPath,
-        device: &B::Device,
-    ) -> Self {
-        Self::with_options(
-            channels,
-            [kernel; 2],
-            ConvOptions2d::new([1, 1], [padding; 2]),
-            AfterConv::ReluPool(PoolOptions2d::new([pool; 2], [pool; 2], [0, 0])),
-            kernels,
-            device,
-        )
-    }
-
-    /// Any block: `channels` = [in, out], `kernel`-sized filters with the stride and zero
-    /// padding of `conv`, then `after`. Callers check the geometry first.
-    pub fn with_options(
         channels: [usize; 2],
         kernel: Size2,
         conv: ConvOptions2d,
