@@ -242,26 +242,36 @@ pub trait KernelBackend: Backend {
     }
 
     /// Plain SGD step of a group of parameters (a model's: one launch where the backend
-    /// has the kernel): `param − lr · grad` for each; `grads[i]` has `params[i]`'s shape.
+    /// has the kernel): `param − lr · g` for each, with `g = grad + weight_decay · param`
+    /// (the L2 penalty's gradient folded in); `grads[i]` has `params[i]`'s shape.
     fn sgd_update(
         params: Vec<FloatTensor<Self>>,
         grads: Vec<FloatTensor<Self>>,
         lr: f64,
+        weight_decay: f64,
     ) -> Vec<FloatTensor<Self>> {
-        reference::sgd_update::<Self>(params, grads, lr)
+        reference::sgd_update::<Self>(params, grads, lr, weight_decay)
     }
 
     /// SGD step with momentum μ of a group of parameters: for each, `(param − lr · v', v')`
-    /// with `v' = μ · velocity + grad`; velocities and gradients have their parameter's
-    /// shape. Returns the updated parameters and velocities.
+    /// with `v' = μ · velocity + g` and `g` as in [`Self::sgd_update`]; velocities and
+    /// gradients have their parameter's shape. Returns the updated parameters and velocities.
     fn sgd_momentum_update(
         params: Vec<FloatTensor<Self>>,
         grads: Vec<FloatTensor<Self>>,
         velocities: Vec<FloatTensor<Self>>,
         lr: f64,
         momentum: f64,
+        weight_decay: f64,
     ) -> (Vec<FloatTensor<Self>>, Vec<FloatTensor<Self>>) {
-        reference::sgd_momentum_update::<Self>(params, grads, velocities, lr, momentum)
+        reference::sgd_momentum_update::<Self>(
+            params,
+            grads,
+            velocities,
+            lr,
+            momentum,
+            weight_decay,
+        )
     }
 }
 

@@ -256,12 +256,10 @@ pub fn sgd_update<B: Backend>(
     params: Vec<FloatTensor<B>>,
     grads: Vec<FloatTensor<B>>,
     lr: f64,
+    weight_decay: f64,
 ) -> Vec<FloatTensor<B>> {
-    params
-        .into_iter()
-        .zip(grads)
-        .map(|(param, grad)| B::float_sub(param, B::float_mul_scalar(grad, lr.into())))
-        .collect()
+    let grads = with_weight_decay::<B>(&params, grads, weight_decay);
+    step::<B>(params, grads, lr)
 }
 
 pub fn sgd_momentum_update<B: Backend>(
@@ -270,11 +268,48 @@ pub fn sgd_momentum_update<B: Backend>(
     velocities: Vec<FloatTensor<B>>,
     lr: f64,
     momentum: f64,
+    weight_decay: f64,
 ) -> (Vec<FloatTensor<B>>, Vec<FloatTensor<B>>) {
+    let grads = with_weight_decay::<B>(&params, grads, weight_decay);
     let velocities: Vec<_> = velocities
         .into_iter()
         .zip(grads)
         .map(|(velocity, grad)| B::float_add(B::float_mul_scalar(velocity, momentum.into()), grad))
         .collect();
-    (sgd_update::<B>(params, velocities.clone(), lr), velocities)
+    (step::<B>(params, velocities.clone(), lr), velocities)
+}
+
+/// `grad + λ · param` for each parameter, as Burn's `WeightDecay` computes it (λ = 0: the
+/// gradients as they are).
+fn with_weight_decay<B: Backend>(
+    params: &[FloatTensor<B>],
+    grads: Vec<FloatTensor<B>>,
+    weight_decay: f64,
+) -> Vec<FloatTensor<B>> {
+    if weight_decay == 0.0 {
+        return grads;
+    }
+    params
+        .iter()
+        .zip(grads)
+        .map(|(param, grad)| {
+            B::float_add(
+                B::float_mul_scalar(param.clone(), weight_decay.into()),
+                grad,
+            )
+        })
+        .collect()
+}
+
+/// `param − lr · direction` for each parameter.
+fn step<B: Backend>(
+    params: Vec<FloatTensor<B>>,
+    directions: Vec<FloatTensor<B>>,
+    lr: f64,
+) -> Vec<FloatTensor<B>> {
+    params
+        .into_iter()
+        .zip(directions)
+        .map(|(param, direction)| B::float_sub(param, B::float_mul_scalar(direction, lr.into())))
+        .collect()
 }

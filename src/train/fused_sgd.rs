@@ -10,10 +10,9 @@
 //! are Burn's ops on other backends: it gathers every parameter that has a gradient, updates
 //! them as a group and puts the results back.
 //!
-//! Weight decay λ is folded into each gradient first, g + λ·p, with Burn's tensor ops and as
-//! Burn's `WeightDecay` computes it, so that on backends without the kernels the update is
-//! Burn's SGD op for op. The update kernels have no decay term: folding costs two
-//! element-wise launches per parameter, paid only by runs that ask for decay (λ > 0).
+//! Weight decay λ is folded into each gradient inside the same kernel, g + λ·p, as Burn's
+//! `WeightDecay` computes it (the default bodies fold it with Burn's ops first, so that on
+//! backends without the kernels the update is Burn's SGD op for op).
 
 use std::collections::HashMap;
 
@@ -106,7 +105,6 @@ impl<B: AutodiffKernelBackend> FusedSgd<B> {
     fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
         let mut group = Group::<B> {
             grads,
-            weight_decay: (self.weight_decay != 0.0).then_some(self.weight_decay),
             velocities: (self.momentum != 0.0).then_some(&mut self.velocities),
             entries: Vec::new(),
         };
@@ -138,12 +136,18 @@ impl<B: AutodiffKernelBackend> FusedSgd<B> {
             velocities.extend(entry.velocity);
         }
         let updated = if self.momentum != 0.0 {
-            let (updated, velocities) =
-                Inner::<B>::sgd_momentum_update(params, grads, velocities, lr, self.momentum);
+            let (updated, velocities) = Inner::<B>::sgd_momentum_update(
+                params,
+                grads,
+                velocities,
+                lr,
+                self.momentum,
+                self.weight_decay,
+            );
             self.velocities.extend(ids.iter().copied().zip(velocities));
             updated
         } else {
-            Inner::<B>::sgd_update(params, grads, lr)
+            Inner::<B>::sgd_update(params, grads, lr, self.weight_decay)
         };
         ids.into_iter().zip(updated).collect()
     }
@@ -171,11 +175,10 @@ impl Grads<'_> {
     }
 }
 
-/// Gathers the parameters that have a gradient, with their gradients (weight decay folded
-/// in) and (with momentum) velocities, zeros for a parameter's first step.
+/// Gathers the parameters that have a gradient, with their gradients and (with momentum)
+/// velocities, zeros for a parameter's first step.
 struct Group<'a, B: AutodiffBackend> {
     grads: Grads<'a>,
-    weight_decay: Option<f64>,
     velocities: Option<&'a mut HashMap<ParamId, FloatTensor<B::InnerBackend>>>,
     entries: Vec<Entry<B>>,
 }
@@ -195,10 +198,6 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Group<'_, B> {
             return;
         };
         let param_value = param.val().inner().to_device(&device);
-        let grad = match self.weight_decay {
-            Some(decay) => param_value.clone().mul_scalar(decay).add(grad),
-            None => grad,
-        };
         let velocity =
             self.velocities
                 .as_mut()

@@ -1,6 +1,6 @@
 //! cubenet's group SGD against Burn's `Sgd` on a LeNet (8 parameters of ranks 1, 2 and 4),
 //! through the default bodies on NdArray: the gathering of parameters, gradients and
-//! velocities, weight decay folded into the gradients, and putting the updates back, not the
+//! velocities, weight decay passed to the update, and putting the updates back, not the
 //! kernels (those are tested on the GPU runtimes in `cubenet-kernels`).
 
 use burn::backend::{Autodiff, NdArray};

@@ -122,8 +122,9 @@ where
         params: Vec<CubeTensor<R>>,
         grads: Vec<CubeTensor<R>>,
         lr: f64,
+        weight_decay: f64,
     ) -> Vec<CubeTensor<R>> {
-        update::sgd::<R, F>(params, grads, lr)
+        update::sgd::<R, F>(params, grads, lr, weight_decay)
     }
 
     fn sgd_momentum_update(
@@ -132,7 +133,8 @@ where
         velocities: Vec<CubeTensor<R>>,
         lr: f64,
         momentum: f64,
+        weight_decay: f64,
     ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
-        update::sgd_momentum::<R, F>(params, grads, velocities, lr, momentum)
+        update::sgd_momentum::<R, F>(params, grads, velocities, lr, momentum, weight_decay)
     }
 }

@@ -11,11 +11,12 @@ use super::grid::elementwise_over;
 use super::launch::launch;
 use crate::kernels::update::{sgd_momentum_update, sgd_update};
 
-/// `param − lr · grad` for each parameter.
+/// `param − lr · (grad + weight_decay · param)` for each parameter.
 pub(crate) fn sgd<R: CubeRuntime, F: FloatElement>(
     params: Vec<CubeTensor<R>>,
     grads: Vec<CubeTensor<R>>,
     lr: f64,
+    weight_decay: f64,
 ) -> Vec<CubeTensor<R>> {
     let mut all_updated = Vec::new();
     for group in UpdateGroup::split([params, grads], 3) {
@@ -28,19 +29,22 @@ pub(crate) fn sgd<R: CubeRuntime, F: FloatElement>(
             group.inputs(1),
             sequence(&updated),
             lr as f32,
+            weight_decay as f32,
         ));
         all_updated.extend(updated);
     }
     all_updated
 }
 
-/// `(param − lr · v', v')` with `v' = momentum · velocity + grad` for each parameter.
+/// `(param − lr · v', v')` with `v' = momentum · velocity + grad + weight_decay · param` for
+/// each parameter.
 pub(crate) fn sgd_momentum<R: CubeRuntime, F: FloatElement>(
     params: Vec<CubeTensor<R>>,
     grads: Vec<CubeTensor<R>>,
     velocities: Vec<CubeTensor<R>>,
     lr: f64,
     momentum: f64,
+    weight_decay: f64,
 ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
     let (mut all_updated, mut all_velocities) = (Vec::new(), Vec::new());
     for group in UpdateGroup::split([params, grads, velocities], 5) {
@@ -57,6 +61,7 @@ pub(crate) fn sgd_momentum<R: CubeRuntime, F: FloatElement>(
             sequence(&updated_velocities),
             lr as f32,
             momentum as f32,
+            weight_decay as f32,
         ));
         all_updated.extend(updated);
         all_velocities.extend(updated_velocities);

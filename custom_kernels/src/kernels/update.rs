@@ -5,6 +5,9 @@
 //!   plain:     p' = p − lr · g
 //!   momentum:  v' = μ · v + g,   p' = p − lr · v'
 //!
+//! with weight decay λ folded into the gradient as Burn's `WeightDecay` does, g = ∂L/∂p + λ·p
+//! (λ = 0 leaves it exact: no decay costs nothing but the multiply-add).
+//!
 //! Unit `pos` updates element `pos` of every parameter that long; the loop over the group
 //! is unrolled (the group's size is part of the kernel), and all tensors are contiguous.
 
@@ -16,14 +19,15 @@ pub fn sgd_update<F: Float>(
     grads: &Sequence<Tensor<F>>,
     updated: &mut Sequence<Tensor<F>>,
     lr: f32,
+    weight_decay: f32,
 ) {
     let pos = ABSOLUTE_POS;
     #[unroll]
     for i in 0..params.len() {
         let param = params.index(i);
         if pos < param.len() {
-            let grad = grads.index(i);
-            updated.index_mut(i)[pos] = param[pos] - F::cast_from(lr) * grad[pos];
+            let grad = grads.index(i)[pos] + F::cast_from(weight_decay) * param[pos];
+            updated.index_mut(i)[pos] = param[pos] - F::cast_from(lr) * grad;
         }
     }
 }
@@ -37,15 +41,16 @@ pub fn sgd_momentum_update<F: Float>(
     updated_velocities: &mut Sequence<Tensor<F>>,
     lr: f32,
     momentum: f32,
+    weight_decay: f32,
 ) {
     let pos = ABSOLUTE_POS;
     #[unroll]
     for i in 0..params.len() {
         let param = params.index(i);
         if pos < param.len() {
-            let grad = grads.index(i);
+            let grad = grads.index(i)[pos] + F::cast_from(weight_decay) * param[pos];
             let velocity = velocities.index(i);
-            let v = F::cast_from(momentum) * velocity[pos] + grad[pos];
+            let v = F::cast_from(momentum) * velocity[pos] + grad;
             updated_velocities.index_mut(i)[pos] = v;
             updated.index_mut(i)[pos] = param[pos] - F::cast_from(lr) * v;
         }

@@ -1,6 +1,7 @@
 //! The group SGD updates, plain and with momentum, against float64 on the host: each
 //! parameter shape alone, and all of them (ranks 1, 2 and 4 mixed, sizes around the
-//! launch's cube size) as one group, in both orders.
+//! launch's cube size) as one group, in both orders; with weight decay in about half of
+//! the groups and without (λ = 0) in the rest.
 
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
@@ -30,10 +31,18 @@ fn operand_values(index: usize) -> [Vec<f32>; 3] {
     std::array::from_fn(|_| values(&mut rng, len))
 }
 
-/// A group's (lr, momentum).
-fn rates(group: &[usize]) -> (f64, f64) {
+/// A group's (lr, momentum, weight decay).
+fn rates(group: &[usize]) -> (f64, f64, f64) {
     let mut rng = StdRng::seed_from_u64(group.iter().fold(7, |h, &i| h * 31 + i as u64));
-    (rng.random_range(0.001..1.0), rng.random_range(0.0..0.99))
+    let decay = match (group.len() + group[0]) % 2 {
+        0 => 0.0,
+        _ => rng.random_range(0.0001..0.5),
+    };
+    (
+        rng.random_range(0.001..1.0),
+        rng.random_range(0.0..0.99),
+        decay,
+    )
 }
 
 /// Parameter `index`'s operands on `B`, of rank 1, 2 or 4 (by index).
@@ -66,7 +75,7 @@ fn values_of<B: Backend>(tensor: FloatTensor<B>, index: usize) -> Vec<f32> {
 
 /// (plain, with momentum, new velocity) of each parameter of `group`, by the kernels of `B`.
 fn run<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 3]> {
-    let (lr, momentum) = rates(group);
+    let (lr, momentum, decay) = rates(group);
     let [mut params, mut grads, mut velocities] = [Vec::new(), Vec::new(), Vec::new()];
     for &index in group {
         let [param, grad, velocity] = operands::<B>(index, device);
@@ -74,9 +83,9 @@ fn run<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 
         grads.push(grad);
         velocities.push(velocity);
     }
-    let plain = B::sgd_update(params.clone(), grads.clone(), lr);
+    let plain = B::sgd_update(params.clone(), grads.clone(), lr, decay);
     let (with_momentum, new_velocities) =
-        B::sgd_momentum_update(params, grads, velocities, lr, momentum);
+        B::sgd_momentum_update(params, grads, velocities, lr, momentum, decay);
     assert_eq!(plain.len(), group.len());
     assert_eq!(with_momentum.len(), group.len());
     assert_eq!(new_velocities.len(), group.len());
@@ -94,12 +103,17 @@ fn run<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 
 }
 
 /// The same in float64 on the host.
-fn expected(index: usize, (lr, momentum): (f64, f64)) -> [Vec<f32>; 3] {
+fn expected(index: usize, (lr, momentum, decay): (f64, f64, f64)) -> [Vec<f32>; 3] {
     let [param, grad, velocity] = operand_values(index);
+    let g: Vec<f64> = grad
+        .iter()
+        .zip(&param)
+        .map(|(&g, &p)| f64::from(g) + decay * f64::from(p))
+        .collect();
     let v: Vec<f64> = velocity
         .iter()
-        .zip(&grad)
-        .map(|(&v, &g)| momentum * f64::from(v) + f64::from(g))
+        .zip(&g)
+        .map(|(&v, &g)| momentum * f64::from(v) + g)
         .collect();
     let step = |d: &[f64]| -> Vec<f32> {
         param
@@ -108,7 +122,6 @@ fn expected(index: usize, (lr, momentum): (f64, f64)) -> [Vec<f32>; 3] {
             .map(|(&p, &d)| (f64::from(p) - lr * d) as f32)
             .collect()
     };
-    let g: Vec<f64> = grad.iter().map(|&g| f64::from(g)).collect();
     [step(&g), step(&v), v.iter().map(|&v| v as f32).collect()]
 }
 
