@@ -10,8 +10,10 @@ merge both into one table.
   images) and `cifar` (the CIFAR-shaped CNN on 3x32x32 images); all fp32, TF32 disabled;
 * variants: `pytorch-eager` (cuDNN autotuning on) and `pytorch-compile`
   (`torch.compile`, default mode; skipped with a warning where it cannot run);
-* each point: random data resident on the GPU, `--warmup` untimed steps, then
-  `--repeats` steps each closed by `torch.cuda.synchronize()`; median
+  with `--device cpu`, eager on the CPU as `pytorch-cpu` on `--threads` threads
+  (default: every core this process may use), beside cubenet's `ndarray` variants;
+* each point: random data resident on the device, `--warmup` untimed steps, then
+  `--repeats` steps each closed by `torch.cuda.synchronize()` (on the GPU); median
   (sorted[runs // 2]), min and max in milliseconds;
 * optionally (`--data-dir` with the MNIST IDX files) one timed epoch over the
   60,000 training images per MNIST-shaped model and variant, then the test accuracy.
@@ -21,6 +23,7 @@ Run on a CUDA machine with PyTorch 2.x (no network needed):
     python3 bench/pytorch_reference.py --out pytorch.json
     python3 bench/pytorch_reference.py --models simple --variants eager \\
         --data-dir /data/mnist --out pytorch-simple.json
+    python3 bench/pytorch_reference.py --device cpu --threads 2 --out pytorch-cpu.json
 
 Progress goes to stderr, a markdown table of the step medians to stdout.
 """
@@ -42,6 +45,7 @@ from torch import nn
 
 MODELS = ("simple", "lenet", "mlp", "cifar")
 VARIANTS = {"eager": "pytorch-eager", "compile": "pytorch-compile"}
+CPU_VARIANT = "pytorch-cpu"  # eager on the CPU; torch.compile is benchmarked on the GPU only
 LEARNING_RATE = 0.1
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081  # the Rust batcher's normalization
 IMAGES_MAGIC, LABELS_MAGIC = 2051, 2049
@@ -93,7 +97,8 @@ def parse_args():
         help="filter counts d swept for simple (at --sweep-filters-at-batch)")
     add("--sweep-filters-at-batch", type=int_at_least(1), default=1000)
     add("--sweep-batches-at-filters", type=int_at_least(1), default=256)
-    add("--variants", type=name_list(tuple(VARIANTS)), default="eager,compile")
+    add("--variants", type=name_list(tuple(VARIANTS)),
+        help="eager and/or compile [default: both on the GPU, eager on the CPU]")
     add("--warmup", type=int_at_least(0), default=10, help="untimed steps before timing")
     add("--repeats", type=int_at_least(1), default=30, help="timed steps per point")
     add("--out", default="results.json", help="JSON output, written atomically")
@@ -101,6 +106,9 @@ def parse_args():
     add("--epoch-batch", type=int_at_least(1), default=1000)
     add("--epoch-filters", type=int_at_least(1), default=256, help="d of simple in the epoch run")
     add("--no-epoch", action="store_true", help="skip the epoch run even with --data-dir")
+    add("--device", choices=("cuda", "cpu"), default="cuda")
+    add("--threads", type=int_at_least(1), default=len(os.sched_getaffinity(0)),
+        help="intra-op threads with --device cpu [default: the cores this process may use]")
     return parser.parse_args()
 
 
@@ -156,6 +164,15 @@ def sweep_points(args):
     return list(dict.fromkeys(points))  # the two simple sweeps share a point
 
 
+DEVICE = "cuda"  # set once by main() from --device
+
+
+def synchronize():
+    """Waits for the device's queued work (the CPU's is done when the call returns)."""
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
 def configure_cuda():
     """Strict fp32 for a fair comparison (no TF32), and cuDNN autotuning (warm-up covers it)."""
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -193,6 +210,10 @@ def compile_failure():
 
 def usable_variants(names):
     """The variant labels to run, without pytorch-compile where torch.compile fails."""
+    if DEVICE == "cpu":
+        if "compile" in names:
+            log("warning: skipping pytorch-compile on the CPU (benchmarked on the GPU only)")
+        return [CPU_VARIANT] if "eager" in names else []
     variants = [VARIANTS[name] for name in names]
     if "pytorch-compile" in variants:
         reason = compile_failure()
@@ -203,11 +224,11 @@ def usable_variants(names):
 
 
 def new_trainer(name, filters, variant):
-    """A freshly seeded model on the GPU and its training step, step(x, y).
+    """A freshly seeded model on the device and its training step, step(x, y).
 
     The step has no .item() or other host sync, so the timer sees the GPU work."""
     torch.manual_seed(0)
-    model = build_model(name, filters).cuda()
+    model = build_model(name, filters).to(DEVICE)
     forward = model
     if variant == "pytorch-compile":
         # An empty cache per model: static shapes per point, and no recompile limit
@@ -230,12 +251,12 @@ def time_steps(step, x, y, warmup, repeats):
     """The timing protocol of the Rust tool: median is sorted[repeats // 2]."""
     for _ in range(warmup):
         step(x, y)
-    torch.cuda.synchronize()
+    synchronize()
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
         step(x, y)
-        torch.cuda.synchronize()
+        synchronize()
         samples.append((time.perf_counter() - start) * 1e3)
     samples.sort()
     return {"median_ms": samples[repeats // 2], "min_ms": samples[0],
@@ -243,10 +264,10 @@ def time_steps(step, x, y, warmup, repeats):
 
 
 def bench_point(name, batch, filters, variant, warmup, repeats):
-    """One "steps" entry: a training step timed on seeded random data resident on the GPU."""
+    """One "steps" entry: a training step timed on seeded random data on the device."""
     _, step = new_trainer(name, filters, variant)
-    x = torch.randn(batch, *input_shape(name), device="cuda")
-    y = torch.randint(0, 10, (batch,), device="cuda")
+    x = torch.randn(batch, *input_shape(name), device=DEVICE)
+    y = torch.randint(0, 10, (batch,), device=DEVICE)
     timing = time_steps(step, x, y, warmup, repeats)
     log(f"{variant} {describe(name, filters)} batch={batch}: {timing['median_ms']:.2f} ms")
     return {"model": name, "variant": variant, "batch": batch, "filters": filters,
@@ -279,7 +300,7 @@ def read_idx(path, magic):
 
 
 def load_split(directory, prefix):
-    """Normalized float32 images [n, 1, 28, 28] and int64 labels [n] of one split, on the GPU."""
+    """Normalized float32 images [n, 1, 28, 28] and int64 labels [n] of one split, on the device."""
     image_path = find_idx(directory, f"{prefix}-images-idx3-ubyte")
     label_path = find_idx(directory, f"{prefix}-labels-idx1-ubyte")
     image_dims, pixels = read_idx(image_path, IMAGES_MAGIC)
@@ -288,9 +309,9 @@ def load_split(directory, prefix):
         raise DataError(f"{image_path}: images are {image_dims[1]}x{image_dims[2]}, expected 28x28")
     if label_dims[0] != image_dims[0]:
         raise DataError(f"{label_path}: {label_dims[0]} labels for {image_dims[0]} images")
-    images = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).cuda()
+    images = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).to(DEVICE)
     images = (images.float() / 255 - PIXEL_MEAN) / PIXEL_STD
-    labels = torch.frombuffer(bytearray(labels), dtype=torch.uint8).cuda().long()
+    labels = torch.frombuffer(bytearray(labels), dtype=torch.uint8).to(DEVICE).long()
     return images.view(-1, 1, 28, 28), labels
 
 
@@ -314,11 +335,11 @@ def run_epoch(name, filters, variant, batch, warmup, train, test):
     images, labels = train
     for _ in range(warmup):
         step(images[:batch], labels[:batch])
-    torch.cuda.synchronize()
+    synchronize()
     start = time.perf_counter()
     for first in range(0, len(images), batch):
         step(images[first:first + batch], labels[first:first + batch])
-    torch.cuda.synchronize()
+    synchronize()
     seconds = time.perf_counter() - start
     accuracy = test_accuracy(model, *test)
     log(f"{variant} {describe(name, filters)} epoch batch={batch}: "
@@ -329,12 +350,29 @@ def run_epoch(name, filters, variant, batch, warmup, train, test):
 
 def report(steps, epochs, started):
     """The document in the schema the Rust tool deserializes (deny_unknown_fields)."""
-    software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
-                f"cuDNN {torch.backends.cudnn.version()}")
-    source = {"tool": "bench/pytorch_reference.py", "device": torch.cuda.get_device_name(),
+    if DEVICE == "cuda":
+        software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                    f"cuDNN {torch.backends.cudnn.version()}")
+        device = torch.cuda.get_device_name()
+    else:
+        software = f"torch {torch.__version__}"
+        device = f"{cpu_name()} ({torch.get_num_threads()} threads)"
+    source = {"tool": "bench/pytorch_reference.py", "device": device,
               "software": software, "command": shlex.join(["python3", *sys.argv]),
               "date": started.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return {"sources": [source], "steps": steps, "phases": [], "epochs": epochs}
+
+
+def cpu_name():
+    """The CPU's model name (Linux), as the Rust tool reports it."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return os.uname().machine
 
 
 def write_json(path, document):
@@ -362,10 +400,14 @@ def markdown_table(steps, variants):
 
 
 def main():
+    global DEVICE
     args = parse_args()
     started = datetime.now(timezone.utc)
-    if not torch.cuda.is_available():
-        fail("no CUDA device visible to PyTorch")
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        fail("no CUDA device visible to PyTorch (--device cpu runs on the CPU)")
+    if DEVICE == "cpu":
+        torch.set_num_threads(args.threads)
     run_epochs = args.data_dir is not None and not args.no_epoch
     train = test = None
     if run_epochs:  # loaded first: a bad data dir fails before minutes of sweeps
@@ -373,8 +415,10 @@ def main():
             train, test = load_split(args.data_dir, "train"), load_split(args.data_dir, "t10k")
         except DataError as error:
             fail(str(error))
-    configure_cuda()
-    variants = usable_variants(args.variants)
+    if DEVICE == "cuda":
+        configure_cuda()
+    names = args.variants or (["eager", "compile"] if DEVICE == "cuda" else ["eager"])
+    variants = usable_variants(names)
     points = sweep_points(args)
     steps = [bench_point(model, batch, filters, variant, args.warmup, args.repeats)
              for variant in variants for model, batch, filters in points]

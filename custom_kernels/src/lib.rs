@@ -2,10 +2,11 @@
 //! dense layer as a Burn backend extension.
 //!
 //! [`KernelBackend`] adds these ops to a Burn backend. Its default bodies are Burn's own
-//! ops ([`reference`]), so every backend (NdArray, Burn's fused CUDA/wgpu, …) runs them;
-//! the CubeCL backend (`CubeBackend<R, F, I, BT>`, any runtime: CUDA, wgpu) overrides them
-//! with the kernels in [`kernels`], and `Autodiff<B>` wraps them with backward passes built
-//! from the same trait. Model code calls the tensor-level functions below and stays generic.
+//! ops ([`reference`]), so every backend (Burn's fused CUDA/wgpu, …) runs them; the CubeCL
+//! backend (`CubeBackend<R, F, I, BT>`, any runtime: CUDA, wgpu) overrides them with the
+//! kernels in [`kernels`], NdArray with CPU kernels (`cpu/`), and `Autodiff<B>` wraps them
+//! with backward passes built from the same trait. Model code calls the tensor-level
+//! functions below and stays generic.
 //!
 //! # Argmax layout
 //! A max-pool argmax is the position of the maximum *inside its window*, row-major:
@@ -16,13 +17,13 @@
 //! [`conv_relu_pool`] writes [`NO_ARGMAX`] where ReLU zeroed the pooled value.
 
 mod autodiff;
+mod cpu;
 mod cube;
 pub mod kernels;
 pub mod reference;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use burn::tensor::backend::AutodiffBackend;
@@ -301,8 +302,6 @@ impl<B> AutodiffKernelBackend for B where
     B: KernelBackend + AutodiffBackend<InnerBackend: KernelBackend>
 {
 }
-
-impl KernelBackend for NdArray {}
 
 fn float<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> FloatTensor<B> {
     tensor.into_primitive().tensor()

@@ -1,5 +1,7 @@
-//! Test support (feature `testing`): poisoned kernel outputs.
+//! Test support (feature `testing`): poisoned kernel outputs, and the default bodies on
+//! demand where a backend has kernels.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::tensor::DType;
@@ -7,15 +9,35 @@ use burn::tensor::DType;
 /// Whether kernel outputs are filled with a poison pattern before launch.
 static POISON_OUTPUTS: AtomicBool = AtomicBool::new(false);
 
-/// When on, every output buffer of the CubeCL kernels is filled before the launch with a
-/// pattern no kernel writes (NaN for floats, 0xEE bytes for argmax), so an element a kernel
-/// forgot to write shows up in a comparison instead of passing on stale memory.
+/// When on, every output buffer of the kernels (CubeCL and CPU) is filled before the launch
+/// with a pattern no kernel writes (NaN for floats, 0xEE bytes for argmax), so an element a
+/// kernel forgot to write shows up in a comparison instead of passing on stale memory.
 pub fn poison_outputs(enabled: bool) {
     POISON_OUTPUTS.store(enabled, Ordering::Relaxed);
 }
 
 pub(crate) fn poisoning() -> bool {
     POISON_OUTPUTS.load(Ordering::Relaxed)
+}
+
+thread_local! {
+    static DEFAULT_BODIES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with NdArray's ops on their default bodies (Burn's ops) instead of the CPU
+/// kernels, on this thread: how the tests check the default bodies, which one process
+/// cannot reach through a second float type (Burn fixes a device's float type for the
+/// whole process).
+pub fn with_default_bodies<R>(f: impl FnOnce() -> R) -> R {
+    let before = DEFAULT_BODIES.replace(true);
+    let result = f();
+    DEFAULT_BODIES.set(before);
+    result
+}
+
+/// Whether [`with_default_bodies`] is running on this thread.
+pub(crate) fn default_bodies() -> bool {
+    DEFAULT_BODIES.get()
 }
 
 /// `elements` of a pattern no kernel writes: NaN for floats, 0xEE bytes otherwise.

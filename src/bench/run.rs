@@ -162,9 +162,9 @@ impl BackendTask for VariantRun<'_> {
 
 /// Runs `plan` on `variant`'s backend, handing each measurement to `measured` as it is made.
 ///
-/// [`Variant::NdarraySingleThread`] only means one thread when the process was started
-/// with `RAYON_NUM_THREADS=1` and `MATMUL_NUM_THREADS=1` (both pools are global and sized
-/// once); `backend_swap` starts such a child process for it.
+/// The single-thread variants ([`Variant::is_single_thread`]) only mean one thread when the
+/// process was started with `RAYON_NUM_THREADS=1` and `MATMUL_NUM_THREADS=1` (both pools
+/// are global and sized once); `cubenet bench` starts such a child process for them.
 pub fn run_variant(
     variant: Variant,
     plan: &BenchPlan,

@@ -10,13 +10,16 @@ use super::variant::Variant;
 /// Fewer timed steps than this are flagged in the tables (the bar is 20).
 pub const FULL_RUNS: usize = 20;
 
-/// The variants cubenet's speedups are given against, when present.
-const BASELINES: [Variant; 4] = [
+/// The variants a GPU variant's speedups are given against, when present.
+const GPU_BASELINES: [Variant; 4] = [
     Variant::Ndarray,
     Variant::NdarraySingleThread,
     Variant::PytorchEager,
     Variant::PytorchCompile,
 ];
+
+/// The variants a CPU variant's speedups are given against: the same cores' PyTorch.
+const CPU_BASELINES: [Variant; 1] = [Variant::PytorchCpu];
 
 fn size_cells(point: Point) -> String {
     let d = point.filters.map_or("–".to_string(), |d| d.to_string());
@@ -78,7 +81,12 @@ impl Report {
                 );
             }
             out.push('\n');
-            for cubenet in [Variant::CudaCubenet, Variant::WgpuCubenet] {
+            for cubenet in [
+                Variant::CudaCubenet,
+                Variant::WgpuCubenet,
+                Variant::Ndarray,
+                Variant::NdarraySingleThread,
+            ] {
                 self.speedups(&mut out, model, cubenet, &points);
             }
         }
@@ -89,8 +97,14 @@ impl Report {
 
     /// How many times faster `cubenet` is than each baseline present.
     fn speedups(&self, out: &mut String, model: BenchModel, cubenet: Variant, points: &[Point]) {
-        let baselines: Vec<Variant> = BASELINES
-            .into_iter()
+        let baselines = if cubenet.is_cpu() {
+            &CPU_BASELINES[..]
+        } else {
+            &GPU_BASELINES[..]
+        };
+        let baselines: Vec<Variant> = baselines
+            .iter()
+            .copied()
             .chain(cubenet.burn_twin())
             .filter(|b| points.iter().any(|&p| self.step(*b, p).is_some()))
             .collect();

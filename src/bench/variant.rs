@@ -24,12 +24,19 @@ use crate::model::KernelPath;
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
-    /// ndarray on every core (rayon and the matmul's threads).
+    /// ndarray on every core (rayon and the matmul's threads), cubenet's CPU kernels.
     Ndarray,
-    /// ndarray on one thread: the sequential CPU that GPU speedups are quoted against.
+    /// ndarray on every core, Burn's own ops.
+    NdarrayBurn,
+    /// ndarray on one thread, cubenet's CPU kernels: the sequential CPU that GPU speedups
+    /// are quoted against.
     #[value(name = "ndarray-1thread")]
     #[serde(rename = "ndarray-1thread")]
     NdarraySingleThread,
+    /// ndarray on one thread, Burn's own ops.
+    #[value(name = "ndarray-burn-1thread")]
+    #[serde(rename = "ndarray-burn-1thread")]
+    NdarrayBurnSingleThread,
     /// CUDA, Burn's own conv, pool and matmul kernels.
     CudaBurn,
     /// CUDA, cubenet's kernels.
@@ -42,40 +49,63 @@ pub enum Variant {
     PytorchEager,
     /// PyTorch with `torch.compile` (from `bench/pytorch_reference.py`).
     PytorchCompile,
+    /// PyTorch eager on the CPU (from `bench/pytorch_reference.py --device cpu`).
+    PytorchCpu,
 }
 
 impl Variant {
     /// Every variant, in table order.
-    pub const ALL: [Variant; 8] = [
+    pub const ALL: [Variant; 11] = [
         Variant::Ndarray,
+        Variant::NdarrayBurn,
         Variant::NdarraySingleThread,
+        Variant::NdarrayBurnSingleThread,
         Variant::CudaBurn,
         Variant::CudaCubenet,
         Variant::WgpuBurn,
         Variant::WgpuCubenet,
         Variant::PytorchEager,
         Variant::PytorchCompile,
+        Variant::PytorchCpu,
     ];
 
     /// The Burn backend and kernel path this variant runs; `None` for the PyTorch ones,
     /// which only arrive through a merged report.
     pub fn burn_setup(self) -> Option<(BackendKind, KernelPath)> {
         match self {
-            // On ndarray both paths run Burn's ops; `burn` says so.
             Variant::Ndarray | Variant::NdarraySingleThread => {
+                Some((BackendKind::Ndarray, KernelPath::Custom))
+            }
+            Variant::NdarrayBurn | Variant::NdarrayBurnSingleThread => {
                 Some((BackendKind::Ndarray, KernelPath::Burn))
             }
             Variant::CudaBurn => Some((BackendKind::Cuda, KernelPath::Burn)),
             Variant::CudaCubenet => Some((BackendKind::Cuda, KernelPath::Custom)),
             Variant::WgpuBurn => Some((BackendKind::Wgpu, KernelPath::Burn)),
             Variant::WgpuCubenet => Some((BackendKind::Wgpu, KernelPath::Custom)),
-            Variant::PytorchEager | Variant::PytorchCompile => None,
+            Variant::PytorchEager | Variant::PytorchCompile | Variant::PytorchCpu => None,
         }
     }
 
     /// Whether the variant runs on the CPU (and so gets the capped protocol).
     pub fn is_cpu(self) -> bool {
-        matches!(self, Variant::Ndarray | Variant::NdarraySingleThread)
+        matches!(
+            self,
+            Variant::Ndarray
+                | Variant::NdarrayBurn
+                | Variant::PytorchCpu
+                | Variant::NdarraySingleThread
+                | Variant::NdarrayBurnSingleThread
+        )
+    }
+
+    /// Whether the variant runs on one thread (in a process started with one thread per
+    /// pool).
+    pub fn is_single_thread(self) -> bool {
+        matches!(
+            self,
+            Variant::NdarraySingleThread | Variant::NdarrayBurnSingleThread
+        )
     }
 
     /// The variants of this build's backends: what `backend_swap` runs by default.
@@ -89,6 +119,8 @@ impl Variant {
     /// The variant running Burn's kernels on the same runtime as this cubenet one.
     pub fn burn_twin(self) -> Option<Variant> {
         match self {
+            Variant::Ndarray => Some(Variant::NdarrayBurn),
+            Variant::NdarraySingleThread => Some(Variant::NdarrayBurnSingleThread),
             Variant::CudaCubenet => Some(Variant::CudaBurn),
             Variant::WgpuCubenet => Some(Variant::WgpuBurn),
             _ => None,

@@ -286,15 +286,16 @@ fn run_bench(args: &[&str], out: &Path) -> std::process::Output {
     command.output().expect("cubenet runs")
 }
 
-/// The tiny ndarray sweep CI runs: both CPU variants (the second in its single-thread child
-/// process), the real epoch, every output file, then a merge of PyTorch's report.
+/// The tiny ndarray sweep CI runs: cubenet's CPU kernels on all cores and on one thread (in
+/// the single-thread child process) and Burn's ops beside them, the real epoch, every output
+/// file, then a merge of PyTorch's report.
 #[test]
 fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut args = vec![
         "--variants",
-        "ndarray,ndarray-1thread",
+        "ndarray,ndarray-burn,ndarray-1thread",
         "--models",
         "simple,mlp",
         "--batches",
@@ -331,10 +332,10 @@ fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
     assert!(
         report.sources[0]
             .command
-            .contains("--variants ndarray,ndarray-1thread")
+            .contains("--variants ndarray,ndarray-burn,ndarray-1thread")
     );
     // simple: (4, 8), (4, 16), (2, 16); mlp: 8, 16 — per variant.
-    assert_eq!(report.steps.len(), 2 * 5, "{:?}", report.steps);
+    assert_eq!(report.steps.len(), 3 * 5, "{:?}", report.steps);
     for step in &report.steps {
         let t = step.timing;
         assert_eq!(t.runs, 3);
@@ -345,11 +346,15 @@ fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
     }
     assert_eq!(
         report.variants(),
-        [Variant::Ndarray, Variant::NdarraySingleThread]
+        [
+            Variant::Ndarray,
+            Variant::NdarrayBurn,
+            Variant::NdarraySingleThread
+        ]
     );
     assert!(report.phases.is_empty(), "no phase breakdown on the CPU");
     if args.contains(&"--data-dir") {
-        assert_eq!(report.epochs.len(), 2);
+        assert_eq!(report.epochs.len(), 3);
         assert!(report.epochs.iter().all(|e| e.images == 1000));
     }
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
@@ -358,7 +363,7 @@ fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
         lines.next(),
         Some("model,variant,batch,filters,warmup,runs,median_ms,min_ms,max_ms,epoch_s")
     );
-    assert_eq!(lines.count(), 10);
+    assert_eq!(lines.count(), 15);
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(
         md.contains("### simple: milliseconds per training step"),
@@ -389,7 +394,7 @@ fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
     );
     let merged = Report::read(&merged_dir.join("results.json")).unwrap();
     assert_eq!(merged.sources.len(), 2);
-    assert_eq!(merged.steps.len(), 12);
+    assert_eq!(merged.steps.len(), 17);
     assert!(String::from_utf8_lossy(&output.stdout).contains("pytorch-eager"));
 }
 

@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 
 use crate::cases::{CASES, ConvCase, values};
 use crate::harness::{
-    GpuCheck, LayerResult, Reference, compare_results, floats, on_each_gpu, tensor,
+    KernelCheck, LayerResult, Reference, compare_results, floats, on_each_backend, tensor,
 };
 
 /// Inputs of one conv case, as host data, and the output's incoming gradient.
@@ -90,7 +90,7 @@ pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {
 
 struct ConvCheck;
 
-impl GpuCheck for ConvCheck {
+impl KernelCheck for ConvCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let mut worst = 0f64;
         for index in 0..CASES {
@@ -116,5 +116,5 @@ impl GpuCheck for ConvCheck {
 
 #[test]
 fn conv2d_matches_burn() {
-    on_each_gpu("conv2d forward + x/weight/bias grads", ConvCheck);
+    on_each_backend("conv2d forward + x/weight/bias grads", ConvCheck);
 }

@@ -5,12 +5,13 @@
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 use cubenet_kernels::AutodiffKernelBackend;
+use cubenet_kernels::testing::with_default_bodies;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::cases::{CASES, values};
 use crate::harness::{
-    GpuCheck, LayerResult, Reference, compare_results, floats, on_each_gpu, tensor,
+    KernelCheck, LayerResult, Reference, compare_results, floats, on_each_backend, tensor,
 };
 
 /// Cap on multiply-adds per random case, so 200 cases stay quick on a software GPU.
@@ -158,7 +159,7 @@ impl DenseCase {
 
 struct DenseCheck;
 
-impl GpuCheck for DenseCheck {
+impl KernelCheck for DenseCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         // The random cases, then the seed CNN's head on the batches an MNIST epoch of
         // 64-image batches runs on (64, then 48), an uneven one and the benchmark's 1000;
@@ -184,14 +185,16 @@ impl GpuCheck for DenseCheck {
 
 #[test]
 fn dense_matches_burn() {
-    on_each_gpu("dense forward + x/weight/bias grads", DenseCheck);
+    on_each_backend("dense forward + x/weight/bias grads", DenseCheck);
 }
 
 #[test]
-fn ndarray_dense_default_matches_burn_autodiff() {
+fn dense_default_body_matches_burn_autodiff() {
     for index in 0..30 {
         let case = DenseCase::random(index);
-        let ours = case.run::<Reference>(&Default::default(), |x, w, b| case.ours(x, w, b));
+        let ours = with_default_bodies(|| {
+            case.run::<Reference>(&Default::default(), |x, w, b| case.ours(x, w, b))
+        });
         compare_results(&format!("{case:?}"), &ours, &case.reference());
     }
 }

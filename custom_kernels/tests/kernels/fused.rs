@@ -8,12 +8,14 @@ use rand::rngs::StdRng;
 
 use crate::cases::{CASES, ConvCase, random_pool};
 use crate::conv::{ConvData, burn_conv_options, run_conv_like};
-use crate::harness::{GpuCheck, Reference, TOLERANCE, compare_results, floats, ints, on_each_gpu};
+use crate::harness::{
+    KernelCheck, Reference, TOLERANCE, compare_results, floats, ints, on_each_backend,
+};
 use crate::pool::expected_offsets;
 
 struct FusedCheck;
 
-impl GpuCheck for FusedCheck {
+impl KernelCheck for FusedCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         // The random cases, then the seed CNN's own shapes with its 2x2 pool: the batches a
         // 64-image MNIST epoch runs on (64, then 48), an uneven one, a large one, and d = 256.
@@ -104,7 +106,7 @@ impl GpuCheck for FusedCheck {
 
 #[test]
 fn conv_relu_pool_matches_burn() {
-    on_each_gpu(
+    on_each_backend(
         "conv_relu_pool forward + argmax + x/weight/bias grads",
         FusedCheck,
     );

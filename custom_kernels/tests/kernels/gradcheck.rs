@@ -7,7 +7,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::cases::values;
-use crate::harness::{GpuCheck, floats, ints, on_each_gpu, tensor};
+use crate::harness::{KernelCheck, floats, ints, on_each_backend, tensor};
 
 /// Central-difference step; small enough that most perturbations cross no ReLU or max kink.
 const STEP: f32 = 2e-3;
@@ -43,7 +43,7 @@ struct Shapes {
     pool: PoolOptions2d,
 }
 
-impl GpuCheck for FusedGradCheck {
+impl KernelCheck for FusedGradCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let geometries = [
             (
@@ -138,7 +138,7 @@ impl GpuCheck for FusedGradCheck {
 
 #[test]
 fn conv_relu_pool_gradients_match_finite_differences() {
-    on_each_gpu(
+    on_each_backend(
         "conv_relu_pool finite differences (coordinates)",
         FusedGradCheck,
     );

@@ -1,8 +1,8 @@
-//! GPU runtimes to test on, tensor transfer and the error measure.
+//! Backends to test the kernels on, tensor transfer and the error measure.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::prelude::*;
-use cubenet_kernels::AutodiffKernelBackend;
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 /// The reference: Burn's own ops on the CPU, with Burn's autodiff.
 pub type Reference = Autodiff<NdArray>;
@@ -11,46 +11,53 @@ pub type Reference = Autodiff<NdArray>;
 pub const TOLERANCE: f64 = 1e-4;
 
 /// A check that can run on any backend with the kernels.
-pub trait GpuCheck {
+pub trait KernelCheck {
     /// Runs every case on `B`, returning (cases run, worst relative error seen).
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64);
 }
 
-/// Runs `check` on every GPU runtime that is compiled in and has a device. A runtime
-/// without a device is skipped, unless `CUBENET_REQUIRE_WGPU=1` / `CUBENET_REQUIRE_CUDA=1`
-/// asks for it, in which case the test fails.
-pub fn on_each_gpu(name: &str, check: impl GpuCheck) {
+/// Runs `check` on NdArray (cubenet's CPU kernels) and on every GPU runtime that is
+/// compiled in and has a device. A GPU runtime without a device is skipped, unless
+/// `CUBENET_REQUIRE_WGPU=1` / `CUBENET_REQUIRE_CUDA=1` asks for it, in which case the test
+/// fails.
+pub fn on_each_backend(name: &str, check: impl KernelCheck) {
     cubenet_kernels::testing::poison_outputs(true);
-    let mut runtimes = 0;
-    #[cfg(feature = "wgpu")]
-    {
-        use cubenet_kernels::CubeWgpu;
-        let device = burn::backend::wgpu::WgpuDevice::default();
-        if available::<CubeWgpu>("wgpu", "CUBENET_REQUIRE_WGPU", &device) {
-            report(name, "wgpu", check.run::<Autodiff<CubeWgpu>>(&device));
-            runtimes += 1;
-        }
-    }
-    #[cfg(feature = "cuda")]
-    {
-        use cubenet_kernels::CubeCuda;
-        let device = burn::backend::cuda::CudaDevice::default();
-        if available::<CubeCuda>("cuda", "CUBENET_REQUIRE_CUDA", &device) {
-            report(name, "cuda", check.run::<Autodiff<CubeCuda>>(&device));
-            runtimes += 1;
-        }
-    }
-    if runtimes == 0 {
+    report(
+        name,
+        "ndarray",
+        check.run::<Autodiff<NdArray>>(&Default::default()),
+    );
+    let gpu_runs: &[bool] = &[
+        #[cfg(feature = "wgpu")]
+        on_gpu::<cubenet_kernels::CubeWgpu>(name, "wgpu", "CUBENET_REQUIRE_WGPU", &check),
+        #[cfg(feature = "cuda")]
+        on_gpu::<cubenet_kernels::CubeCuda>(name, "cuda", "CUBENET_REQUIRE_CUDA", &check),
+    ];
+    if !gpu_runs.contains(&true) {
         println!("{name}: no GPU runtime ran (build with --features wgpu and/or cuda)");
-        let _ = check; // nothing to run it on
     }
+}
+
+/// Runs `check` on runtime `B` (with autodiff) on its default device if it has one; whether it ran.
+#[allow(dead_code)] // unused when no GPU runtime is compiled in
+fn on_gpu<B: KernelBackend>(
+    name: &str,
+    runtime: &str,
+    require_var: &str,
+    check: &impl KernelCheck,
+) -> bool {
+    let device = B::Device::default();
+    let usable = available::<B>(runtime, require_var, &device);
+    if usable {
+        report(name, runtime, check.run::<Autodiff<B>>(&device));
+    }
+    usable
 }
 
 fn report(name: &str, runtime: &str, (cases, worst): (usize, f64)) {
     println!("{name} on {runtime}: {cases} cases passed, worst relative error {worst:.2e}");
 }
 
-#[allow(dead_code)] // unused when no GPU runtime is compiled in
 fn available<B: Backend>(runtime: &str, require_var: &str, device: &B::Device) -> bool {
     let probe = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         Tensor::<B, 1>::from_floats([1.0, 2.0], device)

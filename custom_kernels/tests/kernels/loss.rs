@@ -7,7 +7,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::cases::{CASES, values};
-use crate::harness::{GpuCheck, Reference, compare, floats, on_each_gpu, tensor};
+use crate::harness::{KernelCheck, Reference, compare, floats, on_each_backend, tensor};
 
 /// A batch of logits with its targets and the loss's upstream gradient.
 #[derive(Debug)]
@@ -95,7 +95,7 @@ impl LossCase {
 
 struct LossCheck;
 
-impl GpuCheck for LossCheck {
+impl KernelCheck for LossCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let cases = (0..CASES).map(LossCase::random).chain([LossCase {
             seed: 1000,
@@ -115,7 +115,7 @@ impl GpuCheck for LossCheck {
 
 #[test]
 fn cross_entropy_matches_float64() {
-    on_each_gpu("cross_entropy loss + logits grad", LossCheck);
+    on_each_backend("cross_entropy loss + logits grad", LossCheck);
 }
 
 #[test]

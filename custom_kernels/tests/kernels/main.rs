@@ -7,11 +7,11 @@
 
 mod cases;
 mod conv;
+mod default_bodies;
 mod dense;
 mod fused;
 mod gradcheck;
 mod harness;
 mod loss;
-mod ndarray_defaults;
 mod pool;
 mod update;

@@ -6,7 +6,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::cases::{CASES, random_pool, values};
-use crate::harness::{GpuCheck, Reference, compare, floats, ints, on_each_gpu, tensor};
+use crate::harness::{KernelCheck, Reference, compare, floats, ints, on_each_backend, tensor};
 
 /// Converts Burn's flat plane indices (`ih·W + iw`) to in-window offsets (`kh·KW + kw`).
 pub fn expected_offsets(
@@ -30,7 +30,7 @@ pub fn expected_offsets(
 
 struct PoolCheck;
 
-impl GpuCheck for PoolCheck {
+impl KernelCheck for PoolCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let mut worst = 0f64;
         for index in 0..CASES {
@@ -103,5 +103,5 @@ impl GpuCheck for PoolCheck {
 
 #[test]
 fn max_pool_with_argmax_matches_burn() {
-    on_each_gpu("max_pool2d_with_argmax forward + backward", PoolCheck);
+    on_each_backend("max_pool2d_with_argmax forward + backward", PoolCheck);
 }

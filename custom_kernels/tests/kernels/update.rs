@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::cases::values;
-use crate::harness::{GpuCheck, Reference, compare, floats, on_each_gpu, tensor};
+use crate::harness::{KernelCheck, Reference, compare, floats, on_each_backend, tensor};
 
 /// Parameter shapes, flattened to 4-D: a bias, a dense weight, conv filters, odd sizes.
 const SHAPES: [[usize; 4]; 7] = [
@@ -157,7 +157,7 @@ fn check<B: KernelBackend>(device: &B::Device) -> (usize, f64) {
 
 struct UpdateCheck;
 
-impl GpuCheck for UpdateCheck {
+impl KernelCheck for UpdateCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         // The optimizer updates the inner (non-autodiff) tensors: that is where the kernels are.
         check::<B::InnerBackend>(device)
@@ -166,7 +166,7 @@ impl GpuCheck for UpdateCheck {
 
 #[test]
 fn sgd_updates_match_float64() {
-    on_each_gpu("sgd_update, sgd_momentum_update (groups)", UpdateCheck);
+    on_each_backend("sgd_update, sgd_momentum_update (groups)", UpdateCheck);
 }
 
 #[test]

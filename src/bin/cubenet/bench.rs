@@ -187,9 +187,9 @@ fn single_threaded() -> bool {
         .all(|var| std::env::var(var).is_ok_and(|v| v == "1"))
 }
 
-/// Runs the single-thread CPU variant in a child process started with one thread per pool;
-/// its results (partial ones too) land in `<out>/single-thread/`.
-fn run_single_thread_child(args: &Args) -> anyhow::Result<Report> {
+/// Runs the single-thread CPU `variants` in a child process started with one thread per
+/// pool; their results (partial ones too) land in `<out>/single-thread/`.
+fn run_single_thread_child(args: &Args, variants: Vec<Variant>) -> anyhow::Result<Report> {
     let out = args.out.join("single-thread");
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let results = out.join(RESULTS_JSON);
@@ -200,7 +200,7 @@ fn run_single_thread_child(args: &Args) -> anyhow::Result<Report> {
     }
     let plan_path = out.join("plan.json");
     let child_args = Args {
-        variants: vec![Variant::NdarraySingleThread],
+        variants,
         out,
         merge: Vec::new(),
         ..args.clone()
@@ -236,15 +236,22 @@ fn measure(args: &Args, variants: &[Variant], report: &mut Report) -> anyhow::Re
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
             .expect("the template is valid"),
     );
-    for &variant in variants {
+    let (single_thread, variants): (Vec<Variant>, Vec<Variant>) = variants
+        .iter()
+        .partition(|v| v.is_single_thread() && !single_threaded());
+    if !single_thread.is_empty() {
+        bar.set_message("single-thread child");
+        let count: usize = single_thread
+            .iter()
+            .map(|&v| measurement_count(&plan, epoch.as_ref(), v))
+            .sum();
+        let child = bar.suspend(|| run_single_thread_child(args, single_thread))?;
+        bar.inc(count as u64);
+        report.merge(child);
+        report.write_json(&partial)?;
+    }
+    for variant in variants {
         bar.set_message(variant.to_string());
-        if variant == Variant::NdarraySingleThread && !single_threaded() {
-            let child = bar.suspend(|| run_single_thread_child(args))?;
-            bar.inc(measurement_count(&plan, epoch.as_ref(), variant) as u64);
-            report.merge(child);
-            report.write_json(&partial)?;
-            continue;
-        }
         let mut write_error = None;
         let mut measured = |measurement: Measurement| {
             let line = measurement.to_string();

@@ -1,8 +1,10 @@
-//! The default (Burn-ops) bodies that NdArray runs: same contract as the kernels, checked
-//! against Burn's autodiff through conv2d → relu → max_pool2d on a few cases. They are also
-//! what the GPU kernels are compared with indirectly, so they must be right themselves.
+//! The default (Burn-ops) bodies, run by backends without kernels (here NdArray with its
+//! CPU kernels switched off):
+//! same contract as the kernels, checked against Burn's autodiff through conv2d → relu →
+//! max_pool2d on a few cases. The dense, loss and update files check their own.
 
 use burn::tensor::{activation, module};
+use cubenet_kernels::testing::with_default_bodies;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -11,7 +13,7 @@ use crate::conv::{ConvData, burn_conv_options, run_conv_like};
 use crate::harness::{Reference, compare_results};
 
 #[test]
-fn ndarray_default_bodies_match_burn_autodiff() {
+fn conv_relu_pool_default_body_matches_burn_autodiff() {
     let device = Default::default();
     for index in 0..30 {
         let case = ConvCase::random(4, index);
@@ -20,8 +22,10 @@ fn ndarray_default_bodies_match_burn_autodiff() {
         let [out_h, out_w] = pool.output_size(conv_size);
         let out_shape = [case.batch, case.c_out, out_h, out_w];
         let data = ConvData::random(&case, out_shape.iter().product());
-        let ours = run_conv_like::<Reference>(&case, &data, out_shape, &device, |x, w, b| {
-            cubenet_kernels::conv_relu_pool(x, w, b, case.options, pool)
+        let ours = with_default_bodies(|| {
+            run_conv_like::<Reference>(&case, &data, out_shape, &device, |x, w, b| {
+                cubenet_kernels::conv_relu_pool(x, w, b, case.options, pool)
+            })
         });
         let reference = run_conv_like::<Reference>(&case, &data, out_shape, &device, |x, w, b| {
             let conv = module::conv2d(x, w, b, burn_conv_options(&case));

@@ -1,0 +1,329 @@
+//! Convolution on the CPU as one matrix product per image: the image's patches unrolled
+//! into columns (im2col) times the filters, so the arithmetic runs in `gemm`'s vectorized,
+//! cache-blocked kernels. Images are independent, so rayon spreads them over the threads,
+//! each with its own patch buffer, and every product inside runs on one thread.
+
+use std::ops::Range;
+
+use burn::backend::ndarray::NdArrayTensor;
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+use super::matmul::{Operand, Write, matmul_into};
+use super::tensor::{dims, output, tensor, values};
+use crate::{ConvOptions2d, GradsWanted, LayerGrads};
+
+/// The sizes of one convolution: a batch of `[c_in, h, w]` images, `[c_out, c_in, kh, kw]`
+/// filters, and the `[c_out, oh, ow]` output per image.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ConvGeometry {
+    pub batch: usize,
+    pub c_in: usize,
+    pub input: [usize; 2],
+    pub c_out: usize,
+    pub kernel: [usize; 2],
+    pub options: ConvOptions2d,
+    pub output: [usize; 2],
+}
+
+impl ConvGeometry {
+    /// The geometry of convolving `x` `[N, C_in, H, W]` with `weight` `[C_out, C_in, KH, KW]`.
+    pub fn new(x: &NdArrayTensor, weight: &NdArrayTensor, options: ConvOptions2d) -> Self {
+        let (&[batch, c_in, h, w], &[c_out, weight_c_in, kh, kw]) =
+            (&dims(x)[..], &dims(weight)[..])
+        else {
+            panic!("a convolution takes 4-D input and filters")
+        };
+        assert_eq!(c_in, weight_c_in, "input channels differ from the filters'");
+        Self {
+            batch,
+            c_in,
+            input: [h, w],
+            c_out,
+            kernel: [kh, kw],
+            options,
+            output: options.output_size([h, w], [kh, kw]),
+        }
+    }
+
+    /// Values in one patch (a column of the unrolled image, a row of a filter).
+    fn patch_len(&self) -> usize {
+        self.c_in * self.kernel[0] * self.kernel[1]
+    }
+
+    /// Output positions per channel (columns of the unrolled image).
+    pub fn positions(&self) -> usize {
+        self.output[0] * self.output[1]
+    }
+
+    pub fn image_len(&self) -> usize {
+        self.c_in * self.input[0] * self.input[1]
+    }
+
+    pub fn output_image_len(&self) -> usize {
+        self.c_out * self.positions()
+    }
+
+    /// The buffer [`Self::image_forward`] unrolls an image into.
+    pub fn patch_buffer(&self) -> Vec<f32> {
+        vec![0.0; self.patch_len() * self.positions()]
+    }
+
+    /// For one row of the unrolled image (channel, kernel row, kernel column) and one
+    /// output row `oy`: the input row it reads (as a row index into the `[c_in·h, w]`
+    /// image), or `None` where that falls in the padding, and the [`Columns`] it reads.
+    fn source_row(&self, row: usize, oy: usize) -> Option<(usize, Columns)> {
+        let [kh, kw] = self.kernel;
+        let [h, w] = self.input;
+        let (ki, kj) = ((row / kw) % kh, row % kw);
+        let iy = (oy * self.options.stride[0] + ki)
+            .checked_sub(self.options.padding[0])
+            .filter(|&iy| iy < h)?;
+        let columns = Columns::new(
+            kj,
+            self.options.stride[1],
+            self.options.padding[1],
+            w,
+            self.output[1],
+        );
+        Some(((row / (kh * kw)) * h + iy, columns))
+    }
+
+    /// Unrolls `image` `[c_in, h, w]` into `patches` `[c_in·kh·kw, oh·ow]`: column `p`
+    /// holds the input values output position `p` sees, zeros where it overlaps padding.
+    fn unroll(&self, image: &[f32], patches: &mut [f32]) {
+        let [_, w] = self.input;
+        let ow = self.output[1];
+        for (row, patch_row) in patches.chunks_exact_mut(self.positions()).enumerate() {
+            for (oy, out) in patch_row.chunks_exact_mut(ow).enumerate() {
+                let Some((input_row, columns)) = self.source_row(row, oy) else {
+                    out.fill(0.0);
+                    continue;
+                };
+                let input = &image[input_row * w..][..w];
+                let (before, rest) = out.split_at_mut(columns.outputs.start);
+                let (inside, after) = rest.split_at_mut(columns.outputs.len());
+                before.fill(0.0);
+                after.fill(0.0);
+                let first = columns.first_input;
+                if columns.stride == 1 {
+                    inside.copy_from_slice(&input[first..][..inside.len()]);
+                } else {
+                    let sources = input[first..].iter().step_by(columns.stride);
+                    inside.iter_mut().zip(sources).for_each(|(v, x)| *v = *x);
+                }
+            }
+        }
+    }
+
+    /// The transpose of [`Self::unroll`]: sums each column of `patches` back into the
+    /// input positions it came from, overwriting `image`.
+    fn fold_back(&self, patches: &[f32], image: &mut [f32]) {
+        let [_, w] = self.input;
+        let ow = self.output[1];
+        image.fill(0.0);
+        for (row, patch_row) in patches.chunks_exact(self.positions()).enumerate() {
+            for (oy, values) in patch_row.chunks_exact(ow).enumerate() {
+                let Some((input_row, columns)) = self.source_row(row, oy) else {
+                    continue;
+                };
+                let input = &mut image[input_row * w..][..w];
+                let targets = input[columns.first_input..]
+                    .iter_mut()
+                    .step_by(columns.stride);
+                for (x, v) in targets.zip(&values[columns.outputs.clone()]) {
+                    *x += v;
+                }
+            }
+        }
+    }
+
+    /// Image `index` of the batch `x` convolved with `weight`, without bias, into `out`
+    /// `[c_out, oh·ow]`.
+    pub fn image_forward(
+        &self,
+        x: &[f32],
+        index: usize,
+        weight: &[f32],
+        patches: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let image = &x[index * self.image_len()..][..self.image_len()];
+        self.unroll(image, patches);
+        matmul_into(
+            out,
+            Operand::rows(weight, self.patch_len()),
+            Operand::rows(patches, self.positions()),
+            [self.c_out, self.patch_len(), self.positions()],
+            Write::Overwrite,
+            Parallelism::None,
+        );
+    }
+}
+
+/// Which output columns of one kernel column `kj` read inside an input row (the rest read
+/// padding), and the input column the first of them reads; consecutive outputs read
+/// `stride` apart.
+#[derive(Debug, Clone)]
+struct Columns {
+    outputs: Range<usize>,
+    first_input: usize,
+    stride: usize,
+}
+
+impl Columns {
+    /// Output column `ox` reads input column `ox·stride + kj − pad`, inside when in `0..w`.
+    fn new(kj: usize, stride: usize, pad: usize, w: usize, ow: usize) -> Self {
+        let start = pad.saturating_sub(kj).div_ceil(stride).min(ow);
+        let end = (w + pad)
+            .saturating_sub(kj)
+            .div_ceil(stride)
+            .clamp(start, ow);
+        // With no output inside, the first input is never read.
+        let first_input = if start < end {
+            start * stride + kj - pad
+        } else {
+            0
+        };
+        Self {
+            outputs: start..end,
+            first_input,
+            stride,
+        }
+    }
+}
+
+/// conv(x, weight) + bias.
+pub(super) fn forward(
+    x: &NdArrayTensor,
+    weight: &NdArrayTensor,
+    bias: Option<&NdArrayTensor>,
+    options: ConvOptions2d,
+) -> NdArrayTensor {
+    let geometry = ConvGeometry::new(x, weight, options);
+    let (x, weight, bias) = (values(x), values(weight), bias.map(values));
+    let mut y = output(geometry.batch * geometry.output_image_len());
+    if !y.is_empty() {
+        y.par_chunks_mut(geometry.output_image_len())
+            .enumerate()
+            .for_each_init(
+                || geometry.patch_buffer(),
+                |patches, (index, out)| {
+                    geometry.image_forward(&x, index, &weight, patches, out);
+                    if let Some(bias) = &bias {
+                        for (channel, b) in
+                            out.chunks_exact_mut(geometry.positions()).zip(bias.iter())
+                        {
+                            channel.iter_mut().for_each(|v| *v += b);
+                        }
+                    }
+                },
+            );
+    }
+    let [oh, ow] = geometry.output;
+    tensor(y, &[geometry.batch, geometry.c_out, oh, ow])
+}
+
+/// The gradients of a convolution whose output gradient for image `i` is what
+/// `output_grad(i, buffer)` writes into its `[c_out, oh·ow]` buffer: the plain conv's is
+/// a copy of its slice, the fused conv·ReLU·pool's is scattered from the pooled gradient.
+/// Per image: dW += G · patchesᵀ, db += Σ G, and dx = fold(Wᵀ · G).
+pub(super) fn backward(
+    geometry: ConvGeometry,
+    x: &NdArrayTensor,
+    weight: &NdArrayTensor,
+    wants: GradsWanted,
+    output_grad: impl Fn(usize, &mut [f32]) + Sync,
+) -> LayerGrads<NdArrayTensor> {
+    let (x, weight) = (values(x), values(weight));
+    let (k, p, image_len) = (
+        geometry.patch_len(),
+        geometry.positions(),
+        geometry.image_len(),
+    );
+    let mut x_grad = wants.x.then(|| output(geometry.batch * image_len));
+    let images: Vec<Option<&mut [f32]>> = match x_grad.as_mut() {
+        Some(dx) => dx.chunks_mut(image_len.max(1)).map(Some).collect(),
+        None => (0..geometry.batch).map(|_| None).collect(),
+    };
+    let sums = images
+        .into_par_iter()
+        .enumerate()
+        .fold(
+            || BackwardBuffers::new(&geometry),
+            |mut buffers, (index, image_grad)| {
+                let image = &x[index * image_len..][..image_len];
+                geometry.unroll(image, &mut buffers.patches);
+                output_grad(index, &mut buffers.output_grad);
+                let g = Operand::rows(&buffers.output_grad, p);
+                matmul_into(
+                    &mut buffers.weight_grad,
+                    g,
+                    Operand::rows(&buffers.patches, p).t(),
+                    [geometry.c_out, p, k],
+                    Write::Accumulate,
+                    Parallelism::None,
+                );
+                for (sum, channel) in buffers
+                    .bias_grad
+                    .iter_mut()
+                    .zip(buffers.output_grad.chunks_exact(p))
+                {
+                    *sum += channel.iter().sum::<f32>();
+                }
+                if let Some(image_grad) = image_grad {
+                    // The patch buffer is free again: it takes Wᵀ · G.
+                    matmul_into(
+                        &mut buffers.patches,
+                        Operand::rows(&weight, k).t(),
+                        g,
+                        [k, geometry.c_out, p],
+                        Write::Overwrite,
+                        Parallelism::None,
+                    );
+                    geometry.fold_back(&buffers.patches, image_grad);
+                }
+                buffers
+            },
+        )
+        .reduce_with(BackwardBuffers::add)
+        .unwrap_or_else(|| BackwardBuffers::new(&geometry));
+    let (c_out, [kh, kw]) = (geometry.c_out, geometry.kernel);
+    LayerGrads {
+        x: x_grad.map(|dx| {
+            let [h, w] = geometry.input;
+            tensor(dx, &[geometry.batch, geometry.c_in, h, w])
+        }),
+        weight: tensor(sums.weight_grad, &[c_out, geometry.c_in, kh, kw]),
+        bias: wants.bias.then(|| tensor(sums.bias_grad, &[c_out])),
+    }
+}
+
+/// One thread's buffers in [`backward`]: its patch and output-gradient buffers and its
+/// partial sums of the weight and bias gradients.
+struct BackwardBuffers {
+    patches: Vec<f32>,
+    output_grad: Vec<f32>,
+    weight_grad: Vec<f32>,
+    bias_grad: Vec<f32>,
+}
+
+impl BackwardBuffers {
+    fn new(geometry: &ConvGeometry) -> Self {
+        Self {
+            patches: geometry.patch_buffer(),
+            output_grad: vec![0.0; geometry.output_image_len()],
+            weight_grad: vec![0.0; geometry.c_out * geometry.patch_len()],
+            bias_grad: vec![0.0; geometry.c_out],
+        }
+    }
+
+    /// Both threads' partial sums in one.
+    fn add(mut self, other: Self) -> Self {
+        let pairs = self.weight_grad.iter_mut().zip(&other.weight_grad);
+        pairs
+            .chain(self.bias_grad.iter_mut().zip(&other.bias_grad))
+            .for_each(|(a, b)| *a += b);
+        self
+    }
+}
