@@ -1,17 +1,18 @@
-//! [`KernelBackend`] for Burn's NdArray backend (f32): CPU kernels for the ops that dominate
-//! a small network's step — the convolution (alone and fused with ReLU and max-pool), the
-//! max-pool and the dense layer — multi-threaded over images or rows with rayon, their
-//! arithmetic in `gemm`'s vectorized products. The loss and the SGD update keep the default
-//! bodies (Burn's ops): a few element-wise passes over small tensors.
+//! [`KernelBackend`] for Burn's NdArray backend (f32): CPU kernels for every op of a small
+//! network's step — the convolution (alone and fused with ReLU and max-pool), the max-pool,
+//! the dense layer, the softmax cross-entropy and the SGD updates — multi-threaded over
+//! images, rows or elements with rayon, the products in `gemm`'s vectorized kernels.
 //!
 //! Tensors of another float type (NdArray can hold f64) keep the default bodies.
 
 mod conv;
 mod dense;
 mod fused;
+mod loss;
 mod matmul;
 mod pool;
 mod tensor;
+mod update;
 
 use burn::backend::NdArray;
 use burn::backend::ndarray::NdArrayTensor;
@@ -128,6 +129,57 @@ impl KernelBackend for NdArray {
             return reference::dense_backward::<Self>(x, weight, grad, relu_output, wants);
         }
         dense::backward(&x, &weight, &grad, relu_output.as_ref(), wants)
+    }
+
+    fn cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> FloatTensor<Self> {
+        if !kernels_take(&logits) {
+            return reference::cross_entropy::<Self>(logits, targets);
+        }
+        loss::forward(&logits, &targets)
+    }
+
+    fn cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        if !kernels_take(&logits) {
+            return reference::cross_entropy_backward::<Self>(logits, targets, grad);
+        }
+        loss::backward(&logits, &targets, &grad)
+    }
+
+    fn sgd_update(
+        params: Vec<FloatTensor<Self>>,
+        grads: Vec<FloatTensor<Self>>,
+        lr: f64,
+        weight_decay: f64,
+    ) -> Vec<FloatTensor<Self>> {
+        if !params.iter().all(kernels_take) {
+            return reference::sgd_update::<Self>(params, grads, lr, weight_decay);
+        }
+        update::sgd(&params, &grads, lr, weight_decay)
+    }
+
+    fn sgd_momentum_update(
+        params: Vec<FloatTensor<Self>>,
+        grads: Vec<FloatTensor<Self>>,
+        velocities: Vec<FloatTensor<Self>>,
+        lr: f64,
+        momentum: f64,
+        weight_decay: f64,
+    ) -> (Vec<FloatTensor<Self>>, Vec<FloatTensor<Self>>) {
+        if !params.iter().all(kernels_take) {
+            return reference::sgd_momentum_update::<Self>(
+                params,
+                grads,
+                velocities,
+                lr,
+                momentum,
+                weight_decay,
+            );
+        }
+        update::sgd_momentum(&params, &grads, &velocities, lr, momentum, weight_decay)
     }
 }
 
