@@ -18,7 +18,8 @@ const GPU_BASELINES: [Variant; 4] = [
     Variant::PytorchCompile,
 ];
 
-/// The variants a CPU variant's speedups are given against: the same cores' PyTorch.
+/// The variants an all-cores CPU variant's speedups are given against: PyTorch on the same
+/// cores. (A single-thread variant is compared with Burn's ops on one thread only.)
 const CPU_BASELINES: [Variant; 1] = [Variant::PytorchCpu];
 
 fn size_cells(point: Point) -> String {
@@ -97,7 +98,9 @@ impl Report {
 
     /// How many times faster `cubenet` is than each baseline present.
     fn speedups(&self, out: &mut String, model: BenchModel, cubenet: Variant, points: &[Point]) {
-        let baselines = if cubenet.is_cpu() {
+        let baselines = if cubenet.is_single_thread() {
+            &[][..]
+        } else if cubenet.is_cpu() {
             &CPU_BASELINES[..]
         } else {
             &GPU_BASELINES[..]

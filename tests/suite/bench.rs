@@ -369,6 +369,13 @@ fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
         md.contains("### simple: milliseconds per training step"),
         "{md}"
     );
+    // cubenet's CPU kernels against Burn's ops on the same cores; the single-thread run has
+    // no single-thread baseline here, so no speedup table.
+    assert!(
+        md.contains("### simple: speedup of ndarray (baseline time / ndarray time)"),
+        "{md}"
+    );
+    assert!(!md.contains("speedup of ndarray-1thread"), "{md}");
     for png in ["simple.png", "mlp.png"] {
         let bytes = std::fs::read(out.join(png)).unwrap();
         assert_eq!(&bytes[..4], b"\x89PNG", "{png}");
