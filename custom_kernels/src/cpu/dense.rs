@@ -61,9 +61,11 @@ pub(super) fn backward(
     wants: GradsWanted,
 ) -> LayerGrads<NdArrayTensor> {
     let ([m, k], [n, _]) = (matrix(x), matrix(weight));
-    let mut g = values(grad).into_owned();
+    // Borrowed as it is; copied only to mask it.
+    let mut g = values(grad);
     if let Some(y) = relu_output {
-        g.iter_mut()
+        g.to_mut()
+            .iter_mut()
             .zip(values(y).iter())
             .filter(|(_, y)| **y <= 0.0)
             .for_each(|(g, _)| *g = 0.0);

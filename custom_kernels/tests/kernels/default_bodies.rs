@@ -3,13 +3,13 @@
 //! same contract as the kernels, checked against Burn's autodiff through conv2d → relu →
 //! max_pool2d on a few cases. The dense, loss and update files check their own.
 
-use burn::tensor::{activation, module};
 use cubenet_kernels::testing::with_default_bodies;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::cases::{ConvCase, random_pool};
-use crate::conv::{ConvData, burn_conv_options, run_conv_like};
+use crate::conv::{ConvData, run_conv_like};
+use crate::fused::burn_conv_relu_pool;
 use crate::harness::{Reference, compare_results};
 
 #[test]
@@ -28,15 +28,7 @@ fn conv_relu_pool_default_body_matches_burn_autodiff() {
             })
         });
         let reference = run_conv_like::<Reference>(&case, &data, out_shape, &device, |x, w, b| {
-            let conv = module::conv2d(x, w, b, burn_conv_options(&case));
-            module::max_pool2d(
-                activation::relu(conv),
-                pool.kernel,
-                pool.stride,
-                pool.padding,
-                [1, 1],
-                false,
-            )
+            burn_conv_relu_pool(&case, pool, x, w, b).1
         });
         compare_results(&format!("{case:?}"), &ours, &reference);
     }

@@ -1,6 +1,7 @@
 //! The fused conv·bias·ReLU·max-pool against Burn's conv2d → relu → max_pool2d, forward,
 //! argmax and all gradients.
 
+use burn::prelude::*;
 use burn::tensor::{activation, module};
 use cubenet_kernels::{AutodiffKernelBackend, NO_ARGMAX, PoolOptions2d};
 use rand::SeedableRng;
@@ -12,6 +13,27 @@ use crate::harness::{
     KernelCheck, Reference, TOLERANCE, compare_results, floats, ints, on_each_backend,
 };
 use crate::pool::expected_offsets;
+
+/// Burn's ops for max-pool(ReLU(conv(x) + b)): the conv output, the pooled map and Burn's
+/// argmax (flat indices into the conv output's plane).
+pub fn burn_conv_relu_pool<B: Backend>(
+    case: &ConvCase,
+    pool: PoolOptions2d,
+    x: Tensor<B, 4>,
+    weight: Tensor<B, 4>,
+    bias: Option<Tensor<B, 1>>,
+) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4, Int>) {
+    let conv = module::conv2d(x, weight, bias, burn_conv_options(case));
+    let (output, indices) = module::max_pool2d_with_indices(
+        activation::relu(conv.clone()),
+        pool.kernel,
+        pool.stride,
+        pool.padding,
+        [1, 1],
+        false,
+    );
+    (conv, output, indices)
+}
 
 struct FusedCheck;
 
@@ -55,16 +77,8 @@ impl KernelCheck for FusedCheck {
                 out_shape,
                 &Default::default(),
                 |x, w, b| {
-                    let conv = module::conv2d(x, w, b, burn_conv_options(&case));
-                    conv_ref = Some(floats(conv.clone()));
-                    let (output, indices) = module::max_pool2d_with_indices(
-                        activation::relu(conv),
-                        pool.kernel,
-                        pool.stride,
-                        pool.padding,
-                        [1, 1],
-                        false,
-                    );
+                    let (conv, output, indices) = burn_conv_relu_pool(&case, pool, x, w, b);
+                    conv_ref = Some(floats(conv));
                     indices_ref = Some(ints(indices));
                     output
                 },
