@@ -269,7 +269,7 @@ pub(super) fn backward(
                     .iter_mut()
                     .zip(buffers.output_grad.chunks_exact(p))
                 {
-                    *sum += channel.iter().sum::<f32>();
+                    *sum += lane_sum(channel);
                 }
                 if let Some(image_grad) = image_grad {
                     // The patch buffer is free again: it takes Wᵀ · G.
@@ -297,6 +297,20 @@ pub(super) fn backward(
         weight: tensor(sums.weight_grad, &[c_out, geometry.c_in, kh, kw]),
         bias: wants.bias.then(|| tensor(sums.bias_grad, &[c_out])),
     }
+}
+
+/// The sum of `values` in eight running lanes, which the compiler turns into vector adds;
+/// one running sum would wait out each add's latency in turn.
+fn lane_sum(values: &[f32]) -> f32 {
+    let chunks = values.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().sum();
+    let mut lanes = [0.0f32; 8];
+    for chunk in chunks {
+        for (lane, v) in lanes.iter_mut().zip(chunk) {
+            *lane += v;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// One thread's buffers in [`backward`]: its patch and output-gradient buffers and its

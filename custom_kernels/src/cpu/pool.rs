@@ -19,6 +19,9 @@ pub(super) struct PoolPlane {
     pub input: [usize; 2],
     pub output: [usize; 2],
     kernel_w: usize,
+    /// The windows are the map's disjoint 2×2 tiles (stride 2, no padding), the common
+    /// case, which gets straight-line code instead of the span loops.
+    two_by_two_tiles: bool,
     rows: Vec<WindowSpan>,
     cols: Vec<WindowSpan>,
 }
@@ -72,6 +75,9 @@ impl PoolPlane {
             input,
             output,
             kernel_w: pool.kernel[1],
+            two_by_two_tiles: pool.kernel == [2, 2]
+                && pool.stride == [2, 2]
+                && pool.padding == [0, 0],
             rows: spans(0),
             cols: spans(1),
         }
@@ -96,6 +102,9 @@ impl PoolPlane {
         pooled: &mut [f32],
         argmax: &mut [i64],
     ) {
+        if self.two_by_two_tiles {
+            return self.pool_two_by_two(plane, shift, floor, pooled, argmax);
+        }
         let w = self.input[1];
         let out_rows = pooled
             .chunks_exact_mut(self.output[1])
@@ -124,9 +133,44 @@ impl PoolPlane {
         }
     }
 
+    /// [`Self::pool`] over 2×2 tiles: each output reads its tile's two pairs of values,
+    /// offsets 0, 1 (top row) and 2, 3 (bottom row).
+    fn pool_two_by_two(
+        &self,
+        plane: &[f32],
+        shift: f32,
+        floor: f32,
+        pooled: &mut [f32],
+        argmax: &mut [i64],
+    ) {
+        let [w, out_w] = [self.input[1], self.output[1]];
+        let out_rows = pooled
+            .chunks_exact_mut(out_w)
+            .zip(argmax.chunks_exact_mut(out_w));
+        for (tile_rows, (pooled, argmax)) in plane.chunks_exact(2 * w).zip(out_rows) {
+            let (top, bottom) = tile_rows.split_at(w);
+            let tiles = top.chunks_exact(2).zip(bottom.chunks_exact(2));
+            for ((pooled, argmax), (top, bottom)) in pooled.iter_mut().zip(argmax).zip(tiles) {
+                let (mut best, mut best_offset) = (floor, NO_ARGMAX as i64);
+                for (offset, v) in [top[0], top[1], bottom[0], bottom[1]]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let better = v + shift > best;
+                    best = select_unpredictable(better, v + shift, best);
+                    best_offset = select_unpredictable(better, offset as i64, best_offset);
+                }
+                (*pooled, *argmax) = (best, best_offset);
+            }
+        }
+    }
+
     /// Adds each pooled gradient to the input position its argmax names (none for
     /// [`NO_ARGMAX`]), into `plane_grad`, which it first zeroes.
     pub fn scatter(&self, grad: &[f32], argmax: &[i64], plane_grad: &mut [f32]) {
+        if self.two_by_two_tiles {
+            return self.scatter_two_by_two(grad, argmax, plane_grad);
+        }
         plane_grad.fill(0.0);
         let w = self.input[1];
         let out_rows = grad
@@ -142,6 +186,25 @@ impl PoolPlane {
                     offset as usize % self.kernel_w,
                 );
                 plane_grad[row.input(ki) * w + col.input(kj)] += g;
+            }
+        }
+    }
+
+    /// [`Self::scatter`] over 2×2 tiles: a pair of rows is zeroed in one pass, then each
+    /// tile's gradient is stored at its argmax.
+    fn scatter_two_by_two(&self, grad: &[f32], argmax: &[i64], plane_grad: &mut [f32]) {
+        let [w, out_w] = [self.input[1], self.output[1]];
+        let out_rows = grad.chunks_exact(out_w).zip(argmax.chunks_exact(out_w));
+        let (tiled, below) = plane_grad.split_at_mut(2 * w * self.output[0]);
+        below.fill(0.0); // an odd map's last row
+        for (tile_rows, (grad, argmax)) in tiled.chunks_exact_mut(2 * w).zip(out_rows) {
+            tile_rows.fill(0.0);
+            for (column, (&g, &offset)) in grad.iter().zip(argmax).enumerate() {
+                // The position by arithmetic, not by a branch on which of the four won
+                // (data, so mispredicted); a window without one stores a zero at offset 3.
+                let k = offset as usize & 3;
+                let g = select_unpredictable(offset == NO_ARGMAX as i64, 0.0, g);
+                tile_rows[(k >> 1) * w + 2 * column + (k & 1)] = g;
             }
         }
     }
