@@ -52,6 +52,9 @@ struct Args {
     lr: f64,
     #[arg(long, default_value_t = defaults().seed)]
     seed: u64,
+    /// Device indices to train on, data-parallel, e.g. `0,1` (the batch size is per device)
+    #[arg(long, value_delimiter = ',', default_values_t = defaults().devices)]
+    devices: Vec<usize>,
     /// Directory with the four MNIST IDX files (raw or .gz); downloads them when absent
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -88,6 +91,7 @@ impl Args {
             .with_batch_size(self.batch_size)
             .with_learning_rate(self.lr)
             .with_seed(self.seed)
+            .with_devices(self.devices.clone())
             .with_limit_train(self.limit_train)
             .with_limit_test(self.limit_test)
     }

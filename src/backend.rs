@@ -98,6 +98,9 @@ pub enum DeviceFailure {
     /// The device ran but computed a wrong result.
     #[error("a test sum gave {0} instead of 3")]
     WrongSum(f32),
+    /// A device index past the 16 bits Burn numbers devices with.
+    #[error("device index {0} is out of range")]
+    NoSuchIndex(usize),
 }
 
 impl DeviceFailure {
@@ -174,6 +177,35 @@ pub fn run_on<T: BackendTask>(kind: BackendKind, task: T) -> Result<T::Output, B
         #[allow(unreachable_patterns)]
         missing => Err(BackendError::NotCompiled(missing)),
     }
+}
+
+/// The devices at `indices` of the backend whose default device is `default`, each
+/// checked with a tiny computation on a GPU: CUDA's GPU `i`; on ndarray the CPU for every
+/// index (several handles of one device, which is how the data-parallel path is tested
+/// without GPUs); on wgpu the default adapter for every index (adapters are not told apart).
+pub fn devices_at<B: burn::tensor::backend::Backend>(
+    kind: BackendKind,
+    default: &B::Device,
+    indices: &[usize],
+) -> Result<Vec<B::Device>, BackendError> {
+    use burn::tensor::backend::DeviceId;
+
+    let type_id = default.to_id().type_id;
+    indices
+        .iter()
+        .map(|&index| {
+            let index = u16::try_from(index).map_err(|_| BackendError::NoDevice {
+                backend: kind,
+                reason: DeviceFailure::NoSuchIndex(index),
+            })?;
+            let device = B::Device::from_id(DeviceId::new(type_id, index));
+            #[cfg(any(feature = "cuda", feature = "wgpu"))]
+            if kind != BackendKind::Ndarray && device != *default {
+                probe::<B>(kind, &device)?;
+            }
+            Ok(device)
+        })
+        .collect()
 }
 
 /// Whether `kind` is compiled in and finds a working (default) device.

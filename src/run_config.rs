@@ -339,6 +339,9 @@ pub struct TrainingSection {
     pub seed: Option<u64>,
     /// Images: threads assembling batches.
     pub workers: Option<usize>,
+    /// Images: the backend's devices to train on, data-parallel with `batch_size` images
+    /// on each (tables train on one device).
+    pub devices: Option<Vec<usize>>,
 }
 
 /// The run a config describes, in the settings of the code that trains it.
@@ -476,13 +479,15 @@ impl RunConfig {
                     .with_valid_fraction(options.valid_fraction)
                     .with_limit_train(options.limit_train)
                     .with_limit_test(options.limit_test)
-                    .with_augment((!augment.is_off()).then_some(augment));
+                    .with_augment((!augment.is_off()).then_some(augment))
+                    .with_devices(t.devices.clone().unwrap_or(defaults.devices));
                 resolved.training = TrainingSection {
                     epochs: Some(config.epochs),
                     batch_size: Some(config.batch_size),
                     patience: Some(config.patience),
                     seed: Some(config.seed),
                     workers: Some(config.workers),
+                    devices: Some(config.devices.clone()),
                 };
                 config
                     .validate()
@@ -547,6 +552,11 @@ impl RunConfig {
                         (data, features, vec![target], *split, *standardize)
                     }
                 };
+                if t.devices.as_ref().is_some_and(|devices| devices.len() > 1) {
+                    return Err(ConfigError::Invalid(
+                        "tabular runs train on one device: give training.devices one index".into(),
+                    ));
+                }
                 let defaults = table_defaults();
                 let optimizer = self.optimizer.unwrap_or(defaults.optimizer);
                 resolved.optimizer = Some(optimizer);
@@ -571,6 +581,7 @@ impl RunConfig {
                     patience: Some(config.patience),
                     seed: Some(config.seed),
                     workers: None,
+                    devices: None,
                 };
                 Job::Tabular { config, data }
             }

@@ -2,6 +2,8 @@
 //! `DataLoaderBuilder::shuffle` draws each epoch's order from one generator that advances
 //! (and is forked when the loader moves to a device), so a run resumed at epoch 5 would see
 //! epoch 1's order again; this loader gives epoch 5 the order it had in the first run.
+//! Split across devices (burn-train slices the loader, one slice per device), every slice
+//! reads its own part of the same epoch's order, so together they cover the epoch once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -16,12 +18,32 @@ use rand::seq::SliceRandom;
 /// The items of a dataset in the order of the current epoch.
 struct EpochOrder<I> {
     items: Arc<dyn Dataset<I>>,
-    order: RwLock<Vec<usize>>,
+    order: RwLock<Shuffle>,
+}
+
+/// An epoch number and the item order it has.
+struct Shuffle {
+    epoch: usize,
+    order: Vec<usize>,
+}
+
+impl<I> EpochOrder<I> {
+    /// Puts the items in epoch `epoch`'s order, unless another slice of the loader already
+    /// did: the slices of one epoch must not reshuffle under each other's readers.
+    fn enter(&self, epoch: usize, seed: u64) {
+        let mut shuffle = self.order.write().unwrap_or_else(|p| p.into_inner());
+        if shuffle.epoch != epoch {
+            *shuffle = Shuffle {
+                epoch,
+                order: epoch_order(self.items.len(), seed, epoch),
+            };
+        }
+    }
 }
 
 impl<I: Send + Sync> Dataset<I> for EpochOrder<I> {
     fn get(&self, index: usize) -> Option<I> {
-        let position = *self.order.read().ok()?.get(index)?;
+        let position = *self.order.read().ok()?.order.get(index)?;
         self.items.get(position)
     }
 
@@ -54,7 +76,10 @@ where
         first_epoch: usize,
     ) -> Arc<dyn DataLoader<B, O>> {
         let order = Arc::new(EpochOrder {
-            order: RwLock::new((0..dataset.len()).collect()),
+            order: RwLock::new(Shuffle {
+                epoch: 0, // none: epochs count from 1
+                order: (0..dataset.len()).collect(),
+            }),
             items: Arc::new(dataset),
         });
         Arc::new(Self {
@@ -72,12 +97,24 @@ where
     I: Send + Sync + Clone + 'static,
     O: Send + 'static,
 {
-    fn with_loader(&self, loader: Arc<dyn DataLoader<B, O>>) -> Arc<dyn DataLoader<B, O>> {
+    /// `loader` in place of this one's, counting epochs with this one (`own_count` false:
+    /// the same loader moved to a device) or on its own from the same point (`own_count`
+    /// true: a slice, which passes through every epoch beside the other slices).
+    fn with_loader(
+        &self,
+        loader: Arc<dyn DataLoader<B, O>>,
+        own_count: bool,
+    ) -> Arc<dyn DataLoader<B, O>> {
+        let next_epoch = if own_count {
+            Arc::new(AtomicUsize::new(self.next_epoch.load(Ordering::SeqCst)))
+        } else {
+            self.next_epoch.clone()
+        };
         Arc::new(Self {
             loader,
             order: self.order.clone(),
             seed: self.seed,
-            next_epoch: self.next_epoch.clone(),
+            next_epoch,
         })
     }
 }
@@ -98,8 +135,7 @@ where
 {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<O> + 'a> {
         let epoch = self.next_epoch.fetch_add(1, Ordering::SeqCst);
-        let order = epoch_order(self.order.len(), self.seed, epoch);
-        *self.order.order.write().unwrap_or_else(|p| p.into_inner()) = order;
+        self.order.enter(epoch, self.seed);
         self.loader.iter()
     }
 
@@ -108,11 +144,11 @@ where
     }
 
     fn to_device(&self, device: &B::Device) -> Arc<dyn DataLoader<B, O>> {
-        self.with_loader(self.loader.to_device(device))
+        self.with_loader(self.loader.to_device(device), false)
     }
 
     fn slice(&self, start: usize, end: usize) -> Arc<dyn DataLoader<B, O>> {
-        self.with_loader(self.loader.slice(start, end))
+        self.with_loader(self.loader.slice(start, end), true)
     }
 }
 
@@ -148,6 +184,25 @@ mod tests {
         (0..passes)
             .map(|_| loader.iter().flatten().collect())
             .collect()
+    }
+
+    #[test]
+    fn slices_cover_each_epoch_once_in_that_epochs_order() {
+        let whole = passes(1, 3);
+        let loader = EpochShuffled::build(
+            DataLoaderBuilder::new(Collect).batch_size(4),
+            InMemDataset::new((0..10).collect::<Vec<usize>>()),
+            7,
+            1,
+        );
+        // As burn-train splits a loader over two devices.
+        let slices = [loader.slice(0, 5), loader.slice(5, 10)]
+            .map(|slice| slice.to_device(&Default::default()));
+        for epoch in &whole {
+            let iters: Vec<_> = slices.iter().map(|slice| slice.iter()).collect();
+            let read: Vec<usize> = iters.into_iter().flatten().flatten().collect();
+            assert_eq!(&read, epoch);
+        }
     }
 
     #[test]

@@ -6,6 +6,9 @@ use super::TrainError;
 use crate::data::Augment;
 use crate::model::ImageModelConfig;
 
+/// The largest device index (Burn numbers a backend's devices with 16 bits).
+const MAX_DEVICE_INDEX: usize = u16::MAX as usize;
+
 /// Everything that decides what an image run computes, apart from its data.
 #[derive(Config, Debug)]
 pub struct ImageTrainingConfig {
@@ -39,6 +42,10 @@ pub struct ImageTrainingConfig {
     pub limit_test: Option<usize>,
     /// Augmentation of the training batches (flips, padded random crops) [default: none].
     pub augment: Option<Augment>,
+    /// The backend's devices to train on, by index; with more than one, data-parallel:
+    /// every device takes `batch_size` images a step and the first holds the optimizer.
+    #[config(default = "vec![0]")]
+    pub devices: Vec<usize>,
 }
 
 impl ImageTrainingConfig {
@@ -69,9 +76,27 @@ impl ImageTrainingConfig {
         if self.limit_test == Some(0) {
             return invalid("limit-test must be at least 1".into());
         }
+        if self.devices.is_empty() {
+            return invalid("devices must name at least one device".into());
+        }
+        if let Some(index) = self.devices.iter().find(|&&i| i > MAX_DEVICE_INDEX) {
+            return invalid(format!(
+                "device {index} is past the last index a backend numbers ({MAX_DEVICE_INDEX})"
+            ));
+        }
+        let mut sorted = self.devices.clone();
+        sorted.sort_unstable();
+        if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+            return invalid(format!("device {} is listed twice", pair[0]));
+        }
         if self.augment.is_some_and(|augment| augment.pad > 64) {
             return invalid("pad must be at most 64 pixels".into());
         }
         Ok(())
+    }
+
+    /// Images per optimizer step: `batch_size` on each device.
+    pub fn images_per_step(&self) -> usize {
+        self.batch_size * self.devices.len()
     }
 }

@@ -12,7 +12,7 @@ use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
 use burn::optim::AdamConfig;
 use burn::prelude::*;
 use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
-use burn::train::{Learner, SupervisedTraining};
+use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
@@ -163,14 +163,23 @@ pub fn train<B: AutodiffKernelBackend>(
         .set_device(device.clone())
         .build(splits.valid.clone());
 
-    let training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
+    let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .metric_train_numeric(LearningRateMetric::new());
+    let devices = run.devices();
+    if devices.len() > 1 {
+        println!("{}", data_parallel_line(config, &devices));
+        // burn-train slices the training loader, one slice per device; each step takes a
+        // batch from every slice and sums their gradients on the first device.
+        training = training.with_training_strategy(
+            ExecutionStrategy::MultiDevice(devices, MultiDeviceOptim::OptimMainDevice).into(),
+        );
+    }
     let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
     let (training, watch) = with_run_settings(training, artifact_dir, length);
     let optimizer = AdamConfig::new().init();
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
-    let steps = config.epochs * splits.train.len().div_ceil(config.batch_size);
+    let steps = config.epochs * steps_per_epoch(splits.train.len(), config);
     let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
         .init()
         .map_err(TrainError::Config)?;
@@ -191,6 +200,28 @@ pub fn train<B: AutodiffKernelBackend>(
         &[("Loss", "cross-entropy"), ("Accuracy", "%")],
     )?;
     Ok(model)
+}
+
+/// Optimizer steps in an epoch of `images`: one per batch on one device; on several, one
+/// per round of a batch from each device's slice, as many as the largest slice (the last,
+/// which burn-train gives the remainder) has batches.
+fn steps_per_epoch(images: usize, config: &ImageTrainingConfig) -> usize {
+    let devices = config.devices.len();
+    let largest_slice = images - (devices - 1) * (images / devices);
+    largest_slice.div_ceil(config.batch_size)
+}
+
+/// What a data-parallel run does with its batches and its learning rate.
+fn data_parallel_line<D: std::fmt::Debug>(config: &ImageTrainingConfig, devices: &[D]) -> String {
+    format!(
+        "data-parallel on {} devices {devices:?}: batch {} per device, {} images a step; \
+         the devices' gradients are summed, and Adam's learning rate ({}) is not scaled \
+         (Adam's step does not depend on the gradient's scale)",
+        devices.len(),
+        config.batch_size,
+        config.images_per_step(),
+        config.learning_rate
+    )
 }
 
 /// A whole run as one [`BackendTask`]: load the data, fit the network to it, train, save,
@@ -217,9 +248,10 @@ impl BackendTask for ImageRun {
     /// The test set's confusion matrix.
     type Output = Result<ConfusionMatrix, TrainError>;
 
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
         let mut config = self.config;
         config.validate()?;
+        let devices = crate::backend::devices_at::<B>(kind, &device, &config.devices)?;
         let cache = self.artifact_dir.join(IMAGE_CACHE_DIR);
         let splits = ImageSplits::load(&self.source, &config, Some(&cache))?;
         config.model = config.model.fit(splits.shape(), splits.classes().len())?;
@@ -229,7 +261,9 @@ impl BackendTask for ImageRun {
         if splits.test_is_valid {
             println!("no test split: test accuracy is measured on the validation images");
         }
-        let run = RunContext::<B>::new(self.artifact_dir, device).with_resume(self.resume);
+        let run = RunContext::<B>::new(self.artifact_dir, device)
+            .on_devices(devices)
+            .with_resume(self.resume);
         let model = train(&config, &splits, &run)?;
         let confusion = evaluate(&model, &splits.test, &run.device);
         confusion.save(&run.artifact_dir)?;

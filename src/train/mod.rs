@@ -80,6 +80,8 @@ pub enum TrainError {
     Plot(#[from] PlotError),
     #[error(transparent)]
     Confusion(#[from] ConfusionError),
+    #[error(transparent)]
+    Device(#[from] crate::backend::BackendError),
     #[error("cannot resume the run in {}: {reason}", dir.display())]
     Resume { dir: PathBuf, reason: String },
     #[error(

@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::prelude::*;
 use cubenet::data::MnistSource;
 
 /// Real MNIST for tests: `$CUBENET_MNIST_DIR`, else the IDX files at `../shared/datasets/mnist`
@@ -29,4 +31,17 @@ pub fn example_binary(name: &str) -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>");
     profile_dir.join("examples").join(name)
+}
+
+/// Every float parameter's values of `model`, in module order.
+pub fn parameter_values<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {
+    struct Collect(Vec<Vec<f32>>);
+    impl<B: Backend> ModuleVisitor<B> for Collect {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.0.push(param.val().into_data().to_vec().unwrap());
+        }
+    }
+    let mut collect = Collect(Vec::new());
+    model.visit(&mut collect);
+    collect.0
 }

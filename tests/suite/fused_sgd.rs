@@ -4,7 +4,6 @@
 //! kernels (those are tested on the GPU runtimes in `cubenet-kernels`).
 
 use burn::backend::{Autodiff, NdArray};
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
@@ -12,6 +11,8 @@ use burn::prelude::*;
 use cubenet::bench::train_step;
 use cubenet::model::{ImageModel, KernelPath, LeNetConfig};
 use cubenet::train::FusedSgdConfig;
+
+use crate::common::parameter_values;
 
 type B = Autodiff<NdArray>;
 
@@ -26,7 +27,7 @@ fn lenet() -> ImageModel<B> {
         .with_hidden(8)
         .with_kernels(KernelPath::Custom);
     let model = ImageModel::Cnn(config.init(&Default::default()).unwrap());
-    values(&model);
+    parameter_values(&model);
     model
 }
 
@@ -38,19 +39,6 @@ fn batch() -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
         Tensor::from_data(TensorData::new(pixels, [4, 1, 28, 28]), &device),
         Tensor::from_ints([3, 1, 4, 1], &device),
     )
-}
-
-/// Every parameter's values, in module order.
-fn values(model: &ImageModel<B>) -> Vec<Vec<f32>> {
-    struct Collect(Vec<Vec<f32>>);
-    impl ModuleVisitor<B> for Collect {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            self.0.push(param.val().into_data().to_vec().unwrap());
-        }
-    }
-    let mut collect = Collect(Vec::new());
-    model.visit(&mut collect);
-    collect.0
 }
 
 fn train(
@@ -97,11 +85,11 @@ fn fused_sgd_matches_burns_sgd_with_and_without_momentum_and_weight_decay() {
             .init();
         let ours = train(start.clone(), &mut fused, STEPS);
         assert_ne!(
-            values(&ours),
-            values(&start),
+            parameter_values(&ours),
+            parameter_values(&start),
             "the steps changed the parameters"
         );
-        assert_close(&values(&ours), &values(&burn));
+        assert_close(&parameter_values(&ours), &parameter_values(&burn));
     }
 }
 
@@ -118,15 +106,15 @@ fn fused_sgd_velocities_survive_a_record_round_trip() {
     assert_eq!(record.len(), 8, "one velocity per parameter");
     let mut resumed = Optimizer::<ImageModel<B>, B>::load_record(config.init(), record);
     let resumed = train(model, &mut resumed, 1);
-    assert_close(&values(&resumed), &values(&expected));
+    assert_close(&parameter_values(&resumed), &parameter_values(&expected));
 }
 
 /// Without gradients (a step with nothing to update) the model comes back unchanged.
 #[test]
 fn fused_sgd_without_gradients_leaves_the_model() {
     let model = lenet();
-    let before = values(&model);
+    let before = parameter_values(&model);
     let mut optimizer = FusedSgdConfig::new().with_momentum(0.9).init();
     let model = optimizer.step(LR, model, GradientsParams::new());
-    assert_eq!(values(&model), before);
+    assert_eq!(parameter_values(&model), before);
 }

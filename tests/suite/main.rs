@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod common;
+mod data_parallel;
 mod fused_sgd;
 mod images;
 mod kernel_paths;

@@ -30,6 +30,10 @@ pub struct Args {
     lr: Option<f64>,
     #[arg(long)]
     seed: Option<u64>,
+    /// Device indices to train on, data-parallel, e.g. `0,1` (image runs; batch size is per
+    /// device)
+    #[arg(long, value_delimiter = ',')]
+    devices: Option<Vec<usize>>,
     /// MNIST IDX directory (image runs; downloads when neither this nor the file gives one)
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -56,6 +60,7 @@ impl Args {
         training.epochs = self.epochs.or(training.epochs);
         training.batch_size = self.batch_size.or(training.batch_size);
         training.seed = self.seed.or(training.seed);
+        training.devices = self.devices.clone().or(training.devices.take());
         if let Some(dir) = &self.data_dir {
             let DataSection::Mnist { dir: data_dir, .. } = &mut config.data else {
                 anyhow::bail!(
