@@ -45,3 +45,18 @@ pub fn parameter_values<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {
     model.visit(&mut collect);
     collect.0
 }
+
+/// Asserts that two models' parameters (as [`parameter_values`] lists them) have the same
+/// shapes and differ by less than `tolerance` anywhere.
+pub fn assert_parameters_close(a: &[Vec<f32>], b: &[Vec<f32>], tolerance: f32) {
+    assert_eq!(a.len(), b.len(), "parameter counts differ");
+    for (i, (a, b)) in a.iter().zip(b).enumerate() {
+        assert_eq!(a.len(), b.len(), "parameter {i}: sizes differ");
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < tolerance, "parameter {i}: differs by {worst}");
+    }
+}

@@ -15,7 +15,7 @@ use cubenet::train::{
     EpochLineRenderer, ImageSplits, ImageTrainingConfig, RunContext, evaluate, train,
 };
 
-use crate::common::{mnist_source, parameter_values};
+use crate::common::{assert_parameters_close, mnist_source, parameter_values};
 
 type B = Autodiff<NdArray>;
 
@@ -105,14 +105,7 @@ fn two_cpu_handles_give_the_weights_of_one_device_on_the_concatenated_batches() 
     // The two runs sum the same f32 products in a different order (each half's mean, then
     // their sum, against one mean over both): a few units in the last place per step, a
     // rounding drift far below 1e-5 over four steps of weights of size ~0.1.
-    for (i, (a, b)) in two.iter().zip(&one).enumerate() {
-        let worst = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
-        assert!(worst < 1e-5, "parameter {i}: differs by {worst}");
-    }
+    assert_parameters_close(&two, &one, 1e-5);
 }
 
 #[test]

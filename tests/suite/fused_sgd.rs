@@ -12,7 +12,7 @@ use cubenet::bench::train_step;
 use cubenet::model::{ImageModel, KernelPath, LeNetConfig};
 use cubenet::train::FusedSgdConfig;
 
-use crate::common::parameter_values;
+use crate::common::{assert_parameters_close, parameter_values};
 
 type B = Autodiff<NdArray>;
 
@@ -55,16 +55,7 @@ fn train(
 
 fn assert_close(ours: &[Vec<f32>], burn: &[Vec<f32>]) {
     assert_eq!(ours.len(), 8, "a LeNet has 8 parameters");
-    assert_eq!(ours.len(), burn.len());
-    for (i, (a, b)) in ours.iter().zip(burn).enumerate() {
-        assert_eq!(a.len(), b.len());
-        let worst = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
-        assert!(worst < 1e-5, "parameter {i}: differs by {worst}");
-    }
+    assert_parameters_close(ours, burn, 1e-5);
 }
 
 #[test]
