@@ -8,6 +8,7 @@ use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
 use super::alloc::empty_like;
+use super::conv_gemm;
 use super::grid::{blocks, elementwise, unit_block};
 use super::launch::launch;
 use super::layout::{dims4, unit_stride_rows};
@@ -76,8 +77,9 @@ impl<R: CubeRuntime> ConvOperands<R> {
     }
 
     /// Input gradient: a pooled `grad` is first routed through `argmax` back to the conv
-    /// output's shape (the max-pool backward), then the gather kernel runs over blocks of
-    /// input channels (and, at stride 1, of input columns).
+    /// output's shape (the max-pool backward), then the implicit GEMM runs where it applies
+    /// (stride 1, multi-channel), else the gather kernel over blocks of input channels
+    /// (and, at stride 1, of input columns).
     fn input_grad<F: FloatElement>(
         &self,
         grad: &CubeTensor<R>,
@@ -90,6 +92,9 @@ impl<R: CubeRuntime> ConvOperands<R> {
             }
             None => grad.clone(),
         };
+        if let Some(window) = conv_gemm::input_grad_window(self) {
+            return conv_gemm::input_grad::<R, F>(self, conv_grad, window);
+        }
         let x_grad = empty_like(&self.x, self.x_dims, F::dtype());
         let [batch, c_in, h, w] = self.x_dims;
         let unit_stride = self.window.stride_h == 1 && self.window.stride_w == 1;
@@ -143,6 +148,9 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     options: ConvOptions2d,
 ) -> CubeTensor<R> {
     let operands = ConvOperands::new(x, weight, options);
+    if conv_gemm::forward_applies(&operands) {
+        return conv_gemm::forward::<R, F>(operands, bias);
+    }
     let output = empty_like(
         &operands.x,
         operands.output_shape(operands.out_size),

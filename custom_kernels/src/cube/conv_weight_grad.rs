@@ -1,5 +1,6 @@
-//! The conv weight and bias gradients on CubeCL: partial sums per group of images, then
-//! their sum ([`crate::kernels::conv_weight_grad`]).
+//! The conv weight and bias gradients on CubeCL: partial sums per group of images (the
+//! direct kernel of [`crate::kernels::conv_weight_grad`], or the implicit GEMM's of
+//! [`super::conv_gemm`]), then their sum.
 
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
@@ -7,6 +8,7 @@ use cubecl::prelude::*;
 
 use super::alloc::empty_group;
 use super::conv::ConvOperands;
+use super::conv_gemm;
 use super::grid::elementwise_over;
 use super::launch::launch;
 use super::layout::dims4;
@@ -30,8 +32,9 @@ const ELEMENTS_PER_UNIT: usize = 32;
 
 impl<R: CubeRuntime> ConvOperands<R> {
     /// Weight (and bias) gradient by the two-stage reduction: partial sums per group of
-    /// images, then their sum. `grad` is contiguous; with `argmax` it is the pooled
-    /// gradient, routed through the argmax over `pool` windows.
+    /// images (the implicit GEMM's splits where it applies), then their sum. `grad` is
+    /// contiguous; with `argmax` it is the pooled gradient, routed through the argmax over
+    /// `pool` windows.
     pub(crate) fn weight_grad<F: FloatElement>(
         &self,
         grad: &CubeTensor<R>,
@@ -39,40 +42,13 @@ impl<R: CubeRuntime> ConvOperands<R> {
         pool: Window,
         with_bias: bool,
     ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
-        let [c_out, c_in, kh, kw] = self.weight_dims;
-        let [batch, _, grad_h, grad_w] = dims4(grad);
-        let terms = kh * kw + 1;
-        let fit = SHARED_FLOATS / terms as u32;
-        let cube_size = (1 << fit.ilog2()).clamp(32, CUBE_SIZE);
-        let plane = grad_h * grad_w;
-        let position_lanes = plane.next_power_of_two().min(POSITION_LANES);
-        let image_lanes = cube_size as usize / position_lanes;
-        let images_per_lane = ELEMENTS_PER_UNIT.div_ceil(plane.div_ceil(position_lanes));
-        let per_group = (images_per_lane * image_lanes).min(batch);
-        let groups = batch.div_ceil(per_group);
-        // Without a bias its one-element buffer is not written.
-        let [partials, weight_grad, bias_grad] = empty_group(
-            &self.x,
-            [
-                ([groups, c_out, c_in, terms].into(), F::dtype()),
-                (self.weight_dims.into(), F::dtype()),
-                ([if with_bias { c_out } else { 1 }].into(), F::dtype()),
-            ],
-        );
-        launch!(conv2d_weight_grad_partial::<F, R>(
-            &partials,
-            CubeCount::Static(c_out as u32, groups as u32, c_in as u32),
-            CubeDim::new_2d(position_lanes as u32, image_lanes as u32),
-            self.x.clone().into_tensor_arg(),
-            grad.clone().into_tensor_arg(),
-            argmax.map(|a| a.clone().into_tensor_arg()).into(),
-            partials.clone().into_tensor_arg(),
-            per_group as u32,
-            self.window,
-            pool,
-            cube_size,
-            argmax_storage(argmax),
-        ));
+        let [partials, weight_grad, bias_grad] =
+            if conv_gemm::weight_grad_applies(self, argmax.is_some(), pool) {
+                conv_gemm::weight_grad_partials::<R, F>(self, grad, argmax, with_bias)
+            } else {
+                self.weight_grad_partials::<F>(grad, argmax, pool, with_bias)
+            };
+        let [_, c_out, c_in, terms] = dims4(&partials);
         let (count, dim) = elementwise_over(&self.x.client, c_out * c_in * terms);
         launch!(conv2d_weight_grad_sum::<F, R>(
             &weight_grad,
@@ -85,5 +61,65 @@ impl<R: CubeRuntime> ConvOperands<R> {
             with_bias,
         ));
         (weight_grad, with_bias.then_some(bias_grad))
+    }
+
+    /// New tensors for the partial sums (`partials_shape`, in the sum kernel's [groups,
+    /// C_out, C_in, terms] layout), the weight gradient and the bias gradient (one unwritten
+    /// element without a bias), in one allocation.
+    pub(crate) fn gradient_buffers<F: FloatElement>(
+        &self,
+        partials_shape: [usize; 4],
+        with_bias: bool,
+    ) -> [CubeTensor<R>; 3] {
+        empty_group(
+            &self.x,
+            [
+                (partials_shape.into(), F::dtype()),
+                (self.weight_dims.into(), F::dtype()),
+                (
+                    [if with_bias { self.weight_dims[0] } else { 1 }].into(),
+                    F::dtype(),
+                ),
+            ],
+        )
+    }
+
+    /// The direct kernel's partial sums: per group of images, per (filter, input channel),
+    /// every tap and the bias term.
+    fn weight_grad_partials<F: FloatElement>(
+        &self,
+        grad: &CubeTensor<R>,
+        argmax: Option<&CubeTensor<R>>,
+        pool: Window,
+        with_bias: bool,
+    ) -> [CubeTensor<R>; 3] {
+        let [c_out, c_in, kh, kw] = self.weight_dims;
+        let [batch, _, grad_h, grad_w] = dims4(grad);
+        let terms = kh * kw + 1;
+        let fit = SHARED_FLOATS / terms as u32;
+        let cube_size = (1 << fit.ilog2()).clamp(32, CUBE_SIZE);
+        let plane = grad_h * grad_w;
+        let position_lanes = plane.next_power_of_two().min(POSITION_LANES);
+        let image_lanes = cube_size as usize / position_lanes;
+        let images_per_lane = ELEMENTS_PER_UNIT.div_ceil(plane.div_ceil(position_lanes));
+        let per_group = (images_per_lane * image_lanes).min(batch);
+        let groups = batch.div_ceil(per_group);
+        let buffers = self.gradient_buffers::<F>([groups, c_out, c_in, terms], with_bias);
+        let partials = &buffers[0];
+        launch!(conv2d_weight_grad_partial::<F, R>(
+            partials,
+            CubeCount::Static(c_out as u32, groups as u32, c_in as u32),
+            CubeDim::new_2d(position_lanes as u32, image_lanes as u32),
+            self.x.clone().into_tensor_arg(),
+            grad.clone().into_tensor_arg(),
+            argmax.map(|a| a.clone().into_tensor_arg()).into(),
+            partials.clone().into_tensor_arg(),
+            per_group as u32,
+            self.window,
+            pool,
+            cube_size,
+            argmax_storage(argmax),
+        ));
+        buffers
     }
 }

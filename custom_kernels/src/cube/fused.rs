@@ -1,6 +1,7 @@
 //! The fused conv·bias·ReLU·max-pool on CubeCL: a forward that writes only the pooled map
 //! and its argmax, and a backward made of the convolution's gradients with the argmax
-//! routing the pooled gradient.
+//! routing the pooled gradient. Multi-channel layers under a 2×2 stride-2 pool run as an
+//! implicit GEMM ([`super::conv_gemm`]); the rest on the direct kernel here.
 
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
@@ -9,6 +10,7 @@ use cubecl::prelude::*;
 
 use super::alloc::empty_group;
 use super::conv::ConvOperands;
+use super::conv_gemm;
 use super::grid::unit_block;
 use super::launch::launch;
 use super::pool::{self, argmax_dtype};
@@ -39,7 +41,11 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     pool: PoolOptions2d,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let operands = ConvOperands::new(x, weight, conv);
-    let out_shape = operands.output_shape(pool.output_size(operands.out_size));
+    let pooled = pool.output_size(operands.out_size);
+    if conv_gemm::forward_applies(&operands) && conv_gemm::pools_in_quads(pool::window(pool)) {
+        return conv_gemm::forward_relu_pool::<R, F>(operands, bias, pooled);
+    }
+    let out_shape = operands.output_shape(pooled);
     let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
     let [output, argmax] = empty_group(
         &operands.x,

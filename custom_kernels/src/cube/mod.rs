@@ -6,6 +6,7 @@
 
 mod alloc;
 mod conv;
+mod conv_gemm;
 mod conv_weight_grad;
 mod dense;
 mod fused;

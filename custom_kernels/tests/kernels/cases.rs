@@ -27,8 +27,9 @@ pub struct ConvCase {
 impl ConvCase {
     /// Case `index` of the seeded sequence `base`: batch 1–64, C_in 1–8, C_out 1–70, H and W
     /// 5–40, kernel 1–5, stride 1–2, padding 0–2, with batch 1, input channel counts past
-    /// the input gradient's block of 8 (9, 13, 17), filter counts that are not multiples
-    /// of 32 and no padding (the kernels' unchecked path) forced in regularly.
+    /// the input gradient's block of 8 (9, 13, 17) and the GEMM's range (8–40, and up to
+    /// 256), filter counts that are not multiples of 32 or past the GEMM's 64-filter tile
+    /// (70, 128, 256) and no padding (the kernels' unchecked path) forced in regularly.
     pub fn random(base: u64, index: u64) -> Self {
         let seed = base.wrapping_mul(1_000_003).wrapping_add(index);
         let mut rng = StdRng::seed_from_u64(seed);
@@ -39,13 +40,13 @@ impl ConvCase {
             } else {
                 rng.random_range(1..=64)
             },
-            c_in: if index % 5 == 1 {
-                [9, 13, 17][rng.random_range(0..3)]
-            } else {
-                rng.random_range(1..=8)
+            c_in: match index % 5 {
+                1 => [9, 13, 17, 32, 64, 128, 256][rng.random_range(0..7)],
+                3 => rng.random_range(8..=40),
+                _ => rng.random_range(1..=8),
             },
             c_out: if index.is_multiple_of(7) {
-                [33, 65, 70][rng.random_range(0..3)]
+                [33, 65, 70, 128, 256][rng.random_range(0..5)]
             } else {
                 rng.random_range(1..=70)
             },
@@ -80,15 +81,30 @@ impl ConvCase {
     /// The seed CNN's layer: conv 3x3 (1 → `filters`) with bias over `batch` 28x28 images.
     pub fn seed_cnn(batch: usize, filters: usize) -> Self {
         Self {
-            seed: (batch * 1000 + filters) as u64,
-            batch,
-            c_in: 1,
-            c_out: filters,
-            size: [28, 28],
-            kernel: [3, 3],
-            options: ConvOptions2d::new([1, 1], [0, 0]),
-            bias: true,
             x_grad: false,
+            ..Self::layer(batch, [1, filters], 28, 3, 0)
+        }
+    }
+
+    /// A network's conv layer: `channels` = [C_in, C_out], square `kernel`, stride 1,
+    /// `padding`, with bias, over `batch` maps of `size`×`size`; its input needs a gradient.
+    pub fn layer(
+        batch: usize,
+        channels: [usize; 2],
+        size: usize,
+        kernel: usize,
+        padding: usize,
+    ) -> Self {
+        Self {
+            seed: (batch * 1_000_000 + channels[0] * 1000 + channels[1]) as u64,
+            batch,
+            c_in: channels[0],
+            c_out: channels[1],
+            size: [size, size],
+            kernel: [kernel, kernel],
+            options: ConvOptions2d::new([1, 1], [padding, padding]),
+            bias: true,
+            x_grad: true,
         }
     }
 

@@ -1,0 +1,216 @@
+//! Launches of the implicit-GEMM convolution ([`crate::kernels::conv_gemm`] and
+//! [`crate::kernels::conv_gemm_weight_grad`]): the forward of a multi-channel convolution,
+//! fused with ReLU and a 2×2 stride-2 max-pool or alone, the input gradient of a stride-1
+//! one, and the partial sums of the weight and bias gradients.
+
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{CubeRuntime, FloatElement};
+use cubecl::prelude::*;
+
+use super::alloc::{empty_group, empty_like};
+use super::conv::ConvOperands;
+use super::launch::launch;
+use super::layout::dims4;
+use super::pool::{argmax_dtype, argmax_storage};
+use crate::kernels::conv_gemm::{
+    CUBE_UNITS, TILE_COLUMN_VECTORS, TILE_QUADS, conv_gemm, conv_gemm_relu_pool,
+};
+use crate::kernels::conv_gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
+use crate::kernels::geometry::Window;
+
+/// Fewest summed channels (input channels in the forward, output channels in the input
+/// gradient) for which the GEMM runs: its slices are 8 deep in (channel, tap), so a
+/// single-channel 3×3 layer (the seed CNN's) would leave most of each slice zero; the
+/// direct kernels keep those layers.
+const MIN_CHANNELS: usize = 8;
+
+/// Fewest quads one split of the weight gradient walks (8 slices): fewer would spend more
+/// on writing and summing partials than on the products.
+const MIN_SPLIT_QUADS: usize = 64;
+/// Cubes of the weight gradient per SM: one wave of 256-unit cubes at full occupancy.
+const WEIGHT_GRAD_CUBES_PER_SM: usize = 4;
+/// Cubes of the weight gradient on runtimes that do not report their SM count.
+const WEIGHT_GRAD_CUBES_UNKNOWN: usize = 256;
+
+/// Whether the forward of `operands` runs as a GEMM.
+pub(crate) fn forward_applies<R: CubeRuntime>(operands: &ConvOperands<R>) -> bool {
+    operands.x_dims[1] >= MIN_CHANNELS
+}
+
+/// Whether the pool after `operands` is one the fused GEMM pools in its epilogue.
+pub(crate) fn pools_in_quads(pool: Window) -> bool {
+    pool == Window::new([2, 2], [2, 2], [0, 0])
+}
+
+/// The input gradient's window as a forward convolution of the output gradient, if the
+/// GEMM computes it: stride 1 and padding at most size − 1 (else the transposed
+/// convolution is not a plain one).
+pub(crate) fn input_grad_window<R: CubeRuntime>(operands: &ConvOperands<R>) -> Option<Window> {
+    let w = operands.window;
+    let fits = w.stride_h == 1
+        && w.stride_w == 1
+        && w.pad_h < w.size_h
+        && w.pad_w < w.size_w
+        && operands.weight_dims[0] >= MIN_CHANNELS;
+    fits.then(|| {
+        Window::new(
+            [w.size_h as usize, w.size_w as usize],
+            [1, 1],
+            [
+                (w.size_h - 1 - w.pad_h) as usize,
+                (w.size_w - 1 - w.pad_w) as usize,
+            ],
+        )
+    })
+}
+
+/// Cubes for `quads` rows of quads and `cols` columns.
+fn cube_count(quads: usize, cols: usize) -> CubeCount {
+    CubeCount::Static(
+        quads.div_ceil(TILE_QUADS as usize) as u32,
+        cols.div_ceil(4 * TILE_COLUMN_VECTORS as usize) as u32,
+        1,
+    )
+}
+
+/// max-pool₂ₓ₂(ReLU(conv(x) + bias)) and its argmax.
+pub(crate) fn forward_relu_pool<R: CubeRuntime, F: FloatElement>(
+    operands: ConvOperands<R>,
+    bias: Option<CubeTensor<R>>,
+    pooled: [usize; 2],
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let out_shape = operands.output_shape(pooled);
+    let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
+    let [output, argmax] = empty_group(
+        &operands.x,
+        [
+            (out_shape.into(), F::dtype()),
+            (out_shape.into(), argmax_dtype),
+        ],
+    );
+    let [batch, c_out, ph, pw] = out_shape;
+    launch!(conv_gemm_relu_pool::<F, R>(
+        &output,
+        cube_count(batch * ph * pw, c_out),
+        CubeDim::new_1d(CUBE_UNITS),
+        operands.x.into_tensor_arg(),
+        operands.weight.into_tensor_arg(),
+        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+        output.clone().into_tensor_arg(),
+        argmax.clone().into_tensor_arg(),
+        operands.window,
+        argmax_type,
+    ));
+    (output, argmax)
+}
+
+/// conv(x) + bias at every output position.
+pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
+    operands: ConvOperands<R>,
+    bias: Option<CubeTensor<R>>,
+) -> CubeTensor<R> {
+    let out_shape = operands.output_shape(operands.out_size);
+    let output = empty_like(&operands.x, out_shape, F::dtype());
+    let [batch, c_out, h, w] = out_shape;
+    launch!(conv_gemm::<F, R>(
+        &output,
+        cube_count(batch * h.div_ceil(2) * w.div_ceil(2), c_out),
+        CubeDim::new_1d(CUBE_UNITS),
+        operands.x.into_tensor_arg(),
+        operands.weight.into_tensor_arg(),
+        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+        output.clone().into_tensor_arg(),
+        operands.window,
+        false,
+    ));
+    output
+}
+
+/// dx from the conv output's gradient `conv_grad` (contiguous), as the convolution of
+/// `conv_grad` with the transposed, flipped filters over `window` (from
+/// [`input_grad_window`]).
+pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
+    operands: &ConvOperands<R>,
+    conv_grad: CubeTensor<R>,
+    window: Window,
+) -> CubeTensor<R> {
+    let x_grad = empty_like(&operands.x, operands.x_dims, F::dtype());
+    let [batch, c_in, h, w] = operands.x_dims;
+    launch!(conv_gemm::<F, R>(
+        &x_grad,
+        cube_count(batch * h.div_ceil(2) * w.div_ceil(2), c_in),
+        CubeDim::new_1d(CUBE_UNITS),
+        conv_grad.into_tensor_arg(),
+        operands.weight.clone().into_tensor_arg(),
+        None.into(),
+        x_grad.clone().into_tensor_arg(),
+        window,
+        true,
+    ));
+    x_grad
+}
+
+/// Whether the weight gradient of `operands` runs as a GEMM: multi-channel, and with a
+/// pooled gradient (`routed`) only under the 2×2 stride-2 pool whose windows are quads.
+pub(crate) fn weight_grad_applies<R: CubeRuntime>(
+    operands: &ConvOperands<R>,
+    routed: bool,
+    pool: Window,
+) -> bool {
+    operands.x_dims[1] >= MIN_CHANNELS && (!routed || pools_in_quads(pool))
+}
+
+/// The weight gradient's partial sums (with the weight and bias gradient buffers, see
+/// [`ConvOperands::gradient_buffers`]): the batch's quads split so that the grid fills the
+/// GPU once.
+pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
+    operands: &ConvOperands<R>,
+    grad: &CubeTensor<R>,
+    argmax: Option<&CubeTensor<R>>,
+    with_bias: bool,
+) -> [CubeTensor<R>; 3] {
+    let [c_out, c_in, kh, kw] = operands.weight_dims;
+    let depth = c_in * kh * kw;
+    let [batch, _, grad_h, grad_w] = dims4(grad);
+    let [quads_h, quads_w] = match argmax {
+        Some(_) => [grad_h, grad_w],
+        None => [grad_h.div_ceil(2), grad_w.div_ceil(2)],
+    };
+    let quads = batch * quads_h * quads_w;
+    let tiles = [depth, c_out].map(|extent| extent.div_ceil(TILE_SIDE as usize));
+    let wanted = operands
+        .x
+        .client
+        .properties()
+        .hardware
+        .num_streaming_multiprocessors
+        .map_or(WEIGHT_GRAD_CUBES_UNKNOWN, |sms| {
+            sms as usize * WEIGHT_GRAD_CUBES_PER_SM
+        });
+    let splits = wanted
+        .div_ceil(tiles[0] * tiles[1])
+        .clamp(1, quads.div_ceil(MIN_SPLIT_QUADS).max(1));
+    let quads_per_split = quads
+        .div_ceil(splits)
+        .next_multiple_of(SLICE_QUADS as usize);
+    let splits = quads.div_ceil(quads_per_split);
+    let buffers = operands.gradient_buffers::<F>([splits, c_out, 1, depth + 1], with_bias);
+    let partials = &buffers[0];
+    launch!(conv_gemm_weight_grad::<F, R>(
+        partials,
+        CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32),
+        CubeDim::new_1d(CUBE_UNITS),
+        operands.x.clone().into_tensor_arg(),
+        grad.clone().into_tensor_arg(),
+        argmax.map(|a| a.clone().into_tensor_arg()).into(),
+        partials.clone().into_tensor_arg(),
+        quads_h as u32,
+        quads_w as u32,
+        quads_per_split as u32,
+        operands.window,
+        with_bias,
+        argmax_storage(argmax),
+    ));
+    buffers
+}
