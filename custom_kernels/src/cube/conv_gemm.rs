@@ -8,14 +8,12 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
-use super::alloc::{empty_group, empty_like};
+use super::alloc::empty_like;
 use super::conv::ConvOperands;
 use super::launch::launch;
 use super::layout::dims4;
-use super::pool::{argmax_dtype, argmax_storage};
-use crate::kernels::conv_gemm::{
-    CUBE_UNITS, TILE_COLUMN_VECTORS, TILE_QUADS, conv_gemm, conv_gemm_relu_pool,
-};
+use super::pool::argmax_storage;
+use crate::kernels::conv_gemm::{CUBE_UNITS, TILE_COLUMN_VECTORS, TILE_QUADS, conv_gemm};
 use crate::kernels::conv_gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
 use crate::kernels::geometry::Window;
 
@@ -65,44 +63,66 @@ pub(crate) fn input_grad_window<R: CubeRuntime>(operands: &ConvOperands<R>) -> O
     })
 }
 
-/// Cubes for `quads` rows of quads and `cols` columns.
-fn cube_count(quads: usize, cols: usize) -> CubeCount {
-    CubeCount::Static(
-        quads.div_ceil(TILE_QUADS as usize) as u32,
+/// Launches [`conv_gemm`] of `src` with `weight` into `output` (a 4-D map of `cols`
+/// channels), over a grid of `quads` = [quads_h, quads_w] per image; with `argmax`, `output`
+/// is the pooled map and the quads are its pool windows.
+#[allow(clippy::too_many_arguments)]
+fn launch_gemm<R: CubeRuntime, F: FloatElement>(
+    src: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    bias: Option<CubeTensor<R>>,
+    output: &CubeTensor<R>,
+    argmax: Option<&CubeTensor<R>>,
+    quads: [usize; 2],
+    window: Window,
+    transposed: bool,
+) {
+    let [batch, cols, _, _] = dims4(output);
+    let count = CubeCount::Static(
+        (batch * quads[0] * quads[1]).div_ceil(TILE_QUADS as usize) as u32,
         cols.div_ceil(4 * TILE_COLUMN_VECTORS as usize) as u32,
         1,
-    )
+    );
+    launch!(conv_gemm::<F, R>(
+        output,
+        count,
+        CubeDim::new_1d(CUBE_UNITS),
+        src.into_tensor_arg(),
+        weight.into_tensor_arg(),
+        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+        output.clone().into_tensor_arg(),
+        argmax.map(|a| a.clone().into_tensor_arg()).into(),
+        quads[0] as u32,
+        quads[1] as u32,
+        window,
+        transposed,
+        argmax_storage(argmax),
+    ));
 }
 
-/// max-pool₂ₓ₂(ReLU(conv(x) + bias)) and its argmax.
+/// Quads covering a map of `size`: ⌈size / 2⌉ per axis.
+fn quads_over(size: [usize; 2]) -> [usize; 2] {
+    size.map(|side| side.div_ceil(2))
+}
+
+/// max-pool₂ₓ₂(ReLU(conv(x) + bias)) into `output` and `argmax` (the pooled map's shape).
 pub(crate) fn forward_relu_pool<R: CubeRuntime, F: FloatElement>(
     operands: ConvOperands<R>,
     bias: Option<CubeTensor<R>>,
-    pooled: [usize; 2],
-) -> (CubeTensor<R>, CubeTensor<R>) {
-    let out_shape = operands.output_shape(pooled);
-    let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
-    let [output, argmax] = empty_group(
-        &operands.x,
-        [
-            (out_shape.into(), F::dtype()),
-            (out_shape.into(), argmax_dtype),
-        ],
-    );
-    let [batch, c_out, ph, pw] = out_shape;
-    launch!(conv_gemm_relu_pool::<F, R>(
-        &output,
-        cube_count(batch * ph * pw, c_out),
-        CubeDim::new_1d(CUBE_UNITS),
-        operands.x.into_tensor_arg(),
-        operands.weight.into_tensor_arg(),
-        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
-        output.clone().into_tensor_arg(),
-        argmax.clone().into_tensor_arg(),
+    output: &CubeTensor<R>,
+    argmax: &CubeTensor<R>,
+) {
+    let [_, _, pooled_h, pooled_w] = dims4(output);
+    launch_gemm::<R, F>(
+        operands.x,
+        operands.weight,
+        bias,
+        output,
+        Some(argmax),
+        [pooled_h, pooled_w],
         operands.window,
-        argmax_type,
-    ));
-    (output, argmax)
+        false,
+    );
 }
 
 /// conv(x) + bias at every output position.
@@ -110,20 +130,22 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     operands: ConvOperands<R>,
     bias: Option<CubeTensor<R>>,
 ) -> CubeTensor<R> {
-    let out_shape = operands.output_shape(operands.out_size);
-    let output = empty_like(&operands.x, out_shape, F::dtype());
-    let [batch, c_out, h, w] = out_shape;
-    launch!(conv_gemm::<F, R>(
+    let output = empty_like(
+        &operands.x,
+        operands.output_shape(operands.out_size),
+        F::dtype(),
+    );
+    let quads = quads_over(operands.out_size);
+    launch_gemm::<R, F>(
+        operands.x,
+        operands.weight,
+        bias,
         &output,
-        cube_count(batch * h.div_ceil(2) * w.div_ceil(2), c_out),
-        CubeDim::new_1d(CUBE_UNITS),
-        operands.x.into_tensor_arg(),
-        operands.weight.into_tensor_arg(),
-        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
-        output.clone().into_tensor_arg(),
+        None,
+        quads,
         operands.window,
         false,
-    ));
+    );
     output
 }
 
@@ -136,18 +158,17 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
     window: Window,
 ) -> CubeTensor<R> {
     let x_grad = empty_like(&operands.x, operands.x_dims, F::dtype());
-    let [batch, c_in, h, w] = operands.x_dims;
-    launch!(conv_gemm::<F, R>(
+    let [_, _, h, w] = operands.x_dims;
+    launch_gemm::<R, F>(
+        conv_grad,
+        operands.weight.clone(),
+        None,
         &x_grad,
-        cube_count(batch * h.div_ceil(2) * w.div_ceil(2), c_in),
-        CubeDim::new_1d(CUBE_UNITS),
-        conv_grad.into_tensor_arg(),
-        operands.weight.clone().into_tensor_arg(),
-        None.into(),
-        x_grad.clone().into_tensor_arg(),
+        None,
+        quads_over([h, w]),
         window,
         true,
-    ));
+    );
     x_grad
 }
 
@@ -175,7 +196,7 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
     let [batch, _, grad_h, grad_w] = dims4(grad);
     let [quads_h, quads_w] = match argmax {
         Some(_) => [grad_h, grad_w],
-        None => [grad_h.div_ceil(2), grad_w.div_ceil(2)],
+        None => quads_over([grad_h, grad_w]),
     };
     let quads = batch * quads_h * quads_w;
     let tiles = [depth, c_out].map(|extent| extent.div_ceil(TILE_SIDE as usize));

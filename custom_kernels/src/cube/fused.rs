@@ -41,11 +41,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     pool: PoolOptions2d,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let operands = ConvOperands::new(x, weight, conv);
-    let pooled = pool.output_size(operands.out_size);
-    if conv_gemm::forward_applies(&operands) && conv_gemm::pools_in_quads(pool::window(pool)) {
-        return conv_gemm::forward_relu_pool::<R, F>(operands, bias, pooled);
-    }
-    let out_shape = operands.output_shape(pooled);
+    let out_shape = operands.output_shape(pool.output_size(operands.out_size));
     let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
     let [output, argmax] = empty_group(
         &operands.x,
@@ -54,6 +50,10 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
             (out_shape.into(), argmax_dtype),
         ],
     );
+    if conv_gemm::forward_applies(&operands) && conv_gemm::pools_in_quads(pool::window(pool)) {
+        conv_gemm::forward_relu_pool::<R, F>(operands, bias, &output, &argmax);
+        return (output, argmax);
+    }
     let [batch, c_out, out_h, out_w] = out_shape;
     let windows = pool.kernel[0] * pool.kernel[1];
     let positions = (batch * out_h * out_w).div_ceil(CUBE_SIZE as usize);

@@ -13,8 +13,8 @@
 //! Rows come in quads: quad (n, qh, qw) is the 2×2 block of conv output positions
 //! (2qh + dh, 2qw + dw) of image n, and row 4·quad + 2·dh + dw. A unit holds two whole
 //! quads, so under a 2×2 stride-2 unpadded max-pool — where a quad is a pool window — it
-//! pools its own sums: [`conv_gemm_relu_pool`] writes only the pooled map and the argmax.
-//! [`conv_gemm`] writes every position (quads past an odd edge are computed and dropped).
+//! pools its own sums: given an argmax, [`conv_gemm`] writes only the pooled map and the
+//! argmax; without, every position (quads past an odd edge are computed and dropped).
 //!
 //! The same kernels give the input gradient of a stride-1 convolution, a convolution of
 //! the output gradient with the filters transposed (input ↔ output channels) and flipped,
@@ -54,8 +54,6 @@ fn tile_sums<F: Float>(
     #[comptime] transposed: bool,
 ) {
     let channels = src.shape(1);
-    let rows = src.shape(2) as u32;
-    let row_len = src.shape(3) as u32;
     let taps = comptime!(conv.size_h * conv.size_w);
     let depth = channels * taps as usize;
     let unit = UNIT_POS;
@@ -64,17 +62,7 @@ fn tile_sums<F: Float>(
     // `unit / 32` of each slice, a 2×2 block of patch values.
     let a_quad = (unit % TILE_QUADS) as usize;
     let a_depth = (unit / TILE_QUADS) as usize;
-    let plane_quads = (quads_h * quads_w) as usize;
-    let quad = first_quad + a_quad;
-    let n = quad / plane_quads;
-    let in_plane = (quad % plane_quads) as u32;
-    // Patch rows and columns shifted by the padding, so they stay unsigned.
-    let top = (in_plane / quads_w) * 2 * conv.stride_h;
-    let left = (in_plane % quads_w) * 2 * conv.stride_w;
-    let quad_valid = n < src.shape(0);
-    let image = n * src.stride(0);
-    let channel_stride = src.stride(1);
-    let row_stride = src.stride(2);
+    let patch = QuadPatch::of::<F>(src, first_quad + a_quad, quads_h, quads_w, conv);
 
     // The filter loader: units below 128 load depth `unit % 8` of four adjacent columns.
     let b_depth = (unit % TILE_DEPTH) as usize;
@@ -92,20 +80,7 @@ fn tile_sums<F: Float>(
         sums[i] = Vector::new(F::new(0.0));
     }
 
-    let mut next_patch = load_patch::<F>(
-        src,
-        a_depth,
-        depth,
-        image,
-        channel_stride,
-        row_stride,
-        top,
-        left,
-        rows,
-        row_len,
-        quad_valid,
-        conv,
-    );
+    let mut next_patch = patch.at::<F>(src, a_depth, depth, conv);
     let mut next_filter = Vector::<F, Four>::new(F::new(0.0));
     if b_active {
         next_filter = load_filters::<F>(weight, b_depth, depth, b_cols, cols, transposed, conv);
@@ -121,20 +96,7 @@ fn tile_sums<F: Float>(
         // The next slice's loads go out before this slice's multiply-adds.
         if slice + 1 < slices {
             let k0 = (slice + 1) * TILE_DEPTH as usize;
-            next_patch = load_patch::<F>(
-                src,
-                k0 + a_depth,
-                depth,
-                image,
-                channel_stride,
-                row_stride,
-                top,
-                left,
-                rows,
-                row_len,
-                quad_valid,
-                conv,
-            );
+            next_patch = patch.at::<F>(src, k0 + a_depth, depth, conv);
             if b_active {
                 next_filter =
                     load_filters::<F>(weight, k0 + b_depth, depth, b_cols, cols, transposed, conv);
@@ -156,15 +118,10 @@ fn tile_sums<F: Float>(
     }
 }
 
-/// The 2×2 block of patch values at depth `k` (= channel · taps + tap) for the quad whose
-/// shifted top-left patch corner is (`top`, `left`); zeros in the padding and past the
-/// depth or the batch.
-#[cube]
-#[allow(clippy::too_many_arguments)]
-fn load_patch<F: Float>(
-    src: &Tensor<F>,
-    k: usize,
-    depth: usize,
+/// Where one quad's patch values lie in `src`: its image, and the top-left corner of its
+/// patch in padding-shifted coordinates (so they stay unsigned).
+#[derive(CubeType)]
+struct QuadPatch {
     image: usize,
     channel_stride: usize,
     row_stride: usize,
@@ -172,25 +129,61 @@ fn load_patch<F: Float>(
     left: u32,
     rows: u32,
     row_len: u32,
-    quad_valid: bool,
-    #[comptime] conv: Window,
-) -> Vector<F, Four> {
-    let mut values = Vector::<F, Four>::new(F::new(0.0));
-    if quad_valid && k < depth {
-        let taps = comptime!(conv.size_h * conv.size_w) as usize;
-        let tap = (k % taps) as u32;
-        values = quad_values::<F>(
-            src,
-            image + (k / taps) * channel_stride,
-            top + tap / conv.size_w,
-            left + tap % conv.size_w,
-            rows,
-            row_len,
-            row_stride,
-            conv,
-        );
+    /// False past the batch's last quad: such a quad reads nothing.
+    valid: bool,
+}
+
+#[cube]
+impl QuadPatch {
+    /// Quad `quad` (counted over the batch) of a `quads_h` × `quads_w` grid per image.
+    fn of<F: Float>(
+        src: &Tensor<F>,
+        quad: usize,
+        quads_h: u32,
+        quads_w: u32,
+        #[comptime] conv: Window,
+    ) -> QuadPatch {
+        let plane_quads = (quads_h * quads_w) as usize;
+        let n = quad / plane_quads;
+        let in_plane = (quad % plane_quads) as u32;
+        QuadPatch {
+            image: n * src.stride(0),
+            channel_stride: src.stride(1),
+            row_stride: src.stride(2),
+            top: (in_plane / quads_w) * 2 * conv.stride_h,
+            left: (in_plane % quads_w) * 2 * conv.stride_w,
+            rows: src.shape(2) as u32,
+            row_len: src.shape(3) as u32,
+            valid: n < src.shape(0),
+        }
     }
-    values
+
+    /// The quad's 2×2 block of patch values at depth `k` (= channel · taps + tap); zeros in
+    /// the padding and past the depth or the batch.
+    fn at<F: Float>(
+        &self,
+        src: &Tensor<F>,
+        k: usize,
+        depth: usize,
+        #[comptime] conv: Window,
+    ) -> Vector<F, Four> {
+        let mut values = Vector::<F, Four>::new(F::new(0.0));
+        if self.valid && k < depth {
+            let taps = comptime!(conv.size_h * conv.size_w) as usize;
+            let tap = (k % taps) as u32;
+            values = quad_values::<F>(
+                src,
+                self.image + (k / taps) * self.channel_stride,
+                self.top + tap / conv.size_w,
+                self.left + tap % conv.size_w,
+                self.rows,
+                self.row_len,
+                self.row_stride,
+                conv,
+            );
+        }
+        values
+    }
 }
 
 /// The values of `src`'s plane at `base` under the four conv positions of a quad for one
@@ -262,23 +255,27 @@ fn load_filters<F: Float>(
     values
 }
 
-/// y[n, col, oh, ow] = bias[col] + Σ over the depth: every position of the convolution
-/// (`output` is [N, cols, out_h, out_w]; the grid's X covers the quads of ⌈out/2⌉ per axis,
-/// Y the column tiles).
+/// The convolution (+ bias) over the cube's tile: X picks 32 quads of the `quads_h` ×
+/// `quads_w` quad grid per image, Y 64 columns. Without `argmax`, `output` is [N, cols,
+/// out_h, out_w] and gets every position (quads past an odd edge are dropped). With it,
+/// `output` and `argmax` are the pooled [N, cols, quads_h, quads_w] of a 2×2 stride-2
+/// unpadded pool after ReLU: max(0, max over the quad) and the first maximal position if
+/// positive, else [`NO_ARGMAX`].
 #[cube(launch_unchecked)]
-pub fn conv_gemm<F: Float>(
+#[allow(clippy::too_many_arguments)]
+pub fn conv_gemm<F: Float, A: Int>(
     src: &Tensor<F>,
     weight: &Tensor<F>,
     bias: &ComptimeOption<Tensor<F>>,
     output: &mut Tensor<F>,
+    argmax: &mut ComptimeOption<Tensor<A>>,
+    quads_h: u32,
+    quads_w: u32,
     #[comptime] conv: Window,
     #[comptime] transposed: bool,
+    #[define(A)] _argmax_type: StorageType,
 ) {
     let cols = output.shape(1);
-    let out_h = output.shape(2) as u32;
-    let out_w = output.shape(3) as u32;
-    let quads_h = out_h.div_ceil(2);
-    let quads_w = out_w.div_ceil(2);
     let first_quad = CUBE_POS_X as usize * TILE_QUADS as usize;
     let first_col = CUBE_POS_Y as usize * (TILE_COLUMN_VECTORS * 4) as usize;
     let mut sums = Array::<Vector<F, Four>>::new(8usize);
@@ -292,9 +289,7 @@ pub fn conv_gemm<F: Float>(
     for e in 0..2u32 {
         let quad = first_quad + ((UNIT_POS / TILE_COLUMN_VECTORS) * 2 + e) as usize;
         let n = quad / plane_quads;
-        let in_plane = (quad % plane_quads) as u32;
-        let qh = in_plane / quads_w;
-        let qw = in_plane % quads_w;
+        let in_plane = quad % plane_quads;
         if n < output.shape(0) {
             #[unroll]
             for j in 0..4usize {
@@ -302,72 +297,44 @@ pub fn conv_gemm<F: Float>(
                 if col < cols {
                     let b: ComptimeOption<F> = bias.map(|bias| bias[col]);
                     let b = b.unwrap_or_default();
-                    let plane = (n * cols + col) * (out_h * out_w) as usize;
+                    let mut quad_sums = Vector::<F, Four>::new(b);
                     #[unroll]
-                    for r in 0..4u32 {
-                        let oh = qh * 2 + r / 2;
-                        let ow = qw * 2 + r % 2;
-                        if oh < out_h && ow < out_w {
-                            let s = sums[(e * 4 + r) as usize];
-                            output[plane + (oh * out_w + ow) as usize] = b + s[j];
+                    for r in 0..4usize {
+                        quad_sums[r] += sums[e as usize * 4 + r][j];
+                    }
+                    #[comptime]
+                    match argmax {
+                        ComptimeOption::Some(argmax) => {
+                            let o = (n * cols + col) * plane_quads + in_plane;
+                            let mut best = F::new(0.0);
+                            let mut best_offset = NO_ARGMAX.runtime();
+                            #[unroll]
+                            for r in 0..4u32 {
+                                if quad_sums[r as usize] > best {
+                                    best = quad_sums[r as usize];
+                                    best_offset = r;
+                                }
+                            }
+                            output[o] = best;
+                            argmax[o] = A::cast_from(best_offset);
+                        }
+                        ComptimeOption::None => {
+                            let out_h = output.shape(2) as u32;
+                            let out_w = output.shape(3) as u32;
+                            let plane = (n * cols + col) * (out_h * out_w) as usize;
+                            let qh = in_plane as u32 / quads_w;
+                            let qw = in_plane as u32 % quads_w;
+                            #[unroll]
+                            for r in 0..4u32 {
+                                let oh = qh * 2 + r / 2;
+                                let ow = qw * 2 + r % 2;
+                                if oh < out_h && ow < out_w {
+                                    output[plane + (oh * out_w + ow) as usize] =
+                                        quad_sums[r as usize];
+                                }
+                            }
                         }
                     }
-                }
-            }
-        }
-    }
-}
-
-/// max(0, max over each 2×2 window of (bias + conv)) and its argmax (the first maximal
-/// position if positive, else [`NO_ARGMAX`]), for a 2×2 stride-2 unpadded pool: `output`
-/// and `argmax` are [N, cols, pooled_h, pooled_w] and quad (qh, qw) is pool window (qh, qw).
-#[cube(launch_unchecked)]
-pub fn conv_gemm_relu_pool<F: Float, A: Int>(
-    src: &Tensor<F>,
-    weight: &Tensor<F>,
-    bias: &ComptimeOption<Tensor<F>>,
-    output: &mut Tensor<F>,
-    argmax: &mut Tensor<A>,
-    #[comptime] conv: Window,
-    #[define(A)] _argmax_type: StorageType,
-) {
-    let cols = output.shape(1);
-    let quads_h = output.shape(2) as u32;
-    let quads_w = output.shape(3) as u32;
-    let first_quad = CUBE_POS_X as usize * TILE_QUADS as usize;
-    let first_col = CUBE_POS_Y as usize * (TILE_COLUMN_VECTORS * 4) as usize;
-    let mut sums = Array::<Vector<F, Four>>::new(8usize);
-    tile_sums::<F>(
-        src, weight, &mut sums, first_quad, first_col, quads_h, quads_w, cols, conv, false,
-    );
-
-    let plane_quads = (quads_h * quads_w) as usize;
-    let unit_col = first_col + (UNIT_POS % TILE_COLUMN_VECTORS) as usize * 4;
-    #[unroll]
-    for e in 0..2u32 {
-        let quad = first_quad + ((UNIT_POS / TILE_COLUMN_VECTORS) * 2 + e) as usize;
-        let n = quad / plane_quads;
-        if n < output.shape(0) {
-            #[unroll]
-            for j in 0..4usize {
-                let col = unit_col + j;
-                if col < cols {
-                    let b: ComptimeOption<F> = bias.map(|bias| bias[col]);
-                    let b = b.unwrap_or_default();
-                    let mut best = F::new(0.0);
-                    let mut best_offset = NO_ARGMAX.runtime();
-                    #[unroll]
-                    for r in 0..4u32 {
-                        let s = sums[(e * 4 + r) as usize];
-                        let z = b + s[j];
-                        if z > best {
-                            best = z;
-                            best_offset = r;
-                        }
-                    }
-                    let o = (n * cols + col) * plane_quads + quad % plane_quads;
-                    output[o] = best;
-                    argmax[o] = A::cast_from(best_offset);
                 }
             }
         }
