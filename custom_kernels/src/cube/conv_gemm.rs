@@ -13,7 +13,7 @@ use super::conv::ConvOperands;
 use super::launch::launch;
 use super::layout::dims4;
 use super::pool::argmax_storage;
-use crate::kernels::conv_gemm::{CUBE_UNITS, TILE_COLUMN_VECTORS, TILE_QUADS, conv_gemm};
+use crate::kernels::conv_gemm::{CUBE_UNITS, Tile, conv_gemm};
 use crate::kernels::conv_gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
 use crate::kernels::geometry::Window;
 
@@ -78,9 +78,10 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
     transposed: bool,
 ) {
     let [batch, cols, _, _] = dims4(output);
+    let tile = Tile::for_columns(cols);
     let count = CubeCount::Static(
-        (batch * quads[0] * quads[1]).div_ceil(TILE_QUADS as usize) as u32,
-        cols.div_ceil(4 * TILE_COLUMN_VECTORS as usize) as u32,
+        (batch * quads[0] * quads[1]).div_ceil(tile.quads() as usize) as u32,
+        cols.div_ceil(tile.columns() as usize) as u32,
         1,
     );
     launch!(conv_gemm::<F, R>(
@@ -96,6 +97,7 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
         quads[1] as u32,
         window,
         transposed,
+        tile,
         argmax_storage(argmax),
     ));
 }

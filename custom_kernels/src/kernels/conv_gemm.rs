@@ -5,10 +5,11 @@
 //!
 //! Why: the direct kernels load an input or a weight from global memory every few
 //! multiply-adds and reach ≈ 13 TFLOP/s on CIFAR-shaped layers. Here a cube of 256 units
-//! stages a 128-row × 8-deep slice of the patches and an 8 × 64 slice of the filters in
+//! stages an 8-deep slice of the patches (128 rows) and of the filters (64 columns) in
 //! shared memory; each unit then multiplies its 8 rows by its 4 columns out of it, 32
 //! multiply-adds per three 16-byte shared loads, while the next slice's global loads are in
-//! flight.
+//! flight. A layer of at most 32 columns gets a [`Tile::NARROW`] tile of 256 rows × 32
+//! columns instead, so half the tile's products are not spent on columns past the layer.
 //!
 //! Rows come in quads: quad (n, qh, qw) is the 2×2 block of conv output positions
 //! (2qh + dh, 2qw + dw) of image n, and row 4·quad + 2·dh + dw. A unit holds two whole
@@ -24,21 +25,57 @@ use cubecl::prelude::*;
 
 use super::geometry::{NO_ARGMAX, Window};
 
-/// Quads (of four rows) per tile.
-pub const TILE_QUADS: u32 = 32;
-/// Columns (filters) per tile, as vectors of four.
-pub const TILE_COLUMN_VECTORS: u32 = 16;
 /// Depth of one shared-memory slice.
 pub const TILE_DEPTH: u32 = 8;
-/// Units per cube: 16 column groups × 16 row groups.
+/// Units per cube.
 pub const CUBE_UNITS: u32 = 256;
 
 /// The four conv positions of a quad, or four adjacent columns.
 pub type Four = Const<4>;
 
-/// Σ over the depth for the 8 rows × 4 columns unit (UNIT_POS % 16, UNIT_POS / 16) owns in
-/// the tile at (`first_quad`, `first_col`): quads 2·(UNIT_POS / 16) and the next, columns
-/// 4·(UNIT_POS % 16) to +3. `sums[4e + r]` is row r of the unit's quad e, one lane per column.
+/// A tile's width in vectors of four columns. Each unit owns 2 quads × 4 columns, so a
+/// cube's 256 units cover 2 · 256 / `column_vectors` quads.
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Tile {
+    pub column_vectors: u32,
+}
+
+impl Tile {
+    /// 128 rows (32 quads) × 64 columns.
+    pub const WIDE: Tile = Tile { column_vectors: 16 };
+    /// 256 rows (64 quads) × 32 columns.
+    pub const NARROW: Tile = Tile { column_vectors: 8 };
+
+    /// The tile for a GEMM of `cols` columns: narrow up to 32.
+    pub fn for_columns(cols: usize) -> Tile {
+        if cols <= (4 * Self::NARROW.column_vectors) as usize {
+            Self::NARROW
+        } else {
+            Self::WIDE
+        }
+    }
+
+    /// Quads (of four rows) per tile.
+    pub fn quads(self) -> u32 {
+        2 * CUBE_UNITS / self.column_vectors
+    }
+
+    /// Columns per tile.
+    pub fn columns(self) -> u32 {
+        4 * self.column_vectors
+    }
+
+    /// Patch values each unit stages per slice: the tile's quads × the slice's depth over
+    /// the cube's units.
+    pub fn patch_loads(self) -> u32 {
+        self.quads() * TILE_DEPTH / CUBE_UNITS
+    }
+}
+
+/// Σ over the depth for the 8 rows × 4 columns unit (UNIT_POS % c, UNIT_POS / c) owns in
+/// the tile at (`first_quad`, `first_col`), c = `tile.column_vectors`: quads
+/// 2·(UNIT_POS / c) and the next, columns 4·(UNIT_POS % c) to +3. `sums[4e + r]` is row r
+/// of the unit's quad e, one lane per column.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn tile_sums<F: Float>(
@@ -52,51 +89,68 @@ fn tile_sums<F: Float>(
     cols: usize,
     #[comptime] conv: Window,
     #[comptime] transposed: bool,
+    #[comptime] tile: Tile,
 ) {
     let channels = src.shape(1);
     let taps = comptime!(conv.size_h * conv.size_w);
     let depth = channels * taps as usize;
     let unit = UNIT_POS;
+    let tile_quads = comptime!(tile.quads());
+    let column_vectors = comptime!(tile.column_vectors);
+    let patch_loads = comptime!(tile.patch_loads() as usize);
+    let load_step = comptime!((TILE_DEPTH / tile.patch_loads()) as usize);
 
-    // The patch loader: unit `unit` gathers quad `unit % 32` of the tile at depth
-    // `unit / 32` of each slice, a 2×2 block of patch values.
-    let a_quad = (unit % TILE_QUADS) as usize;
-    let a_depth = (unit / TILE_QUADS) as usize;
+    // The patch loader: unit `unit` gathers quad `unit % tile_quads` of the tile at depth
+    // `unit / tile_quads` of each slice (and `load_step` deeper for a narrow tile), each a
+    // 2×2 block of patch values.
+    let a_quad = (unit % tile_quads) as usize;
+    let a_depth = (unit / tile_quads) as usize;
     let patch = QuadPatch::of::<F>(src, first_quad + a_quad, quads_h, quads_w, conv);
 
-    // The filter loader: units below 128 load depth `unit % 8` of four adjacent columns.
+    // The filter loader: units below 8 · column_vectors load depth `unit % 8` of four
+    // adjacent columns.
     let b_depth = (unit % TILE_DEPTH) as usize;
     let b_cols = first_col + (unit / TILE_DEPTH) as usize * 4;
-    let b_active = unit < TILE_DEPTH * TILE_COLUMN_VECTORS;
+    let b_active = unit < TILE_DEPTH * column_vectors;
 
-    let mut patches = SharedMemory::<Vector<F, Four>>::new((TILE_DEPTH * TILE_QUADS) as usize);
+    let mut patches =
+        SharedMemory::<Vector<F, Four>>::new(comptime!((TILE_DEPTH * tile_quads) as usize));
     let mut filters =
-        SharedMemory::<Vector<F, Four>>::new((TILE_DEPTH * TILE_COLUMN_VECTORS) as usize);
+        SharedMemory::<Vector<F, Four>>::new(comptime!((TILE_DEPTH * column_vectors) as usize));
 
-    let row_group = (unit / TILE_COLUMN_VECTORS) * 2;
-    let col_group = unit % TILE_COLUMN_VECTORS;
+    let row_group = (unit / column_vectors) * 2;
+    let col_group = unit % column_vectors;
     #[unroll]
     for i in 0..8usize {
         sums[i] = Vector::new(F::new(0.0));
     }
 
-    let mut next_patch = patch.at::<F>(src, a_depth, depth, conv);
+    let mut next_patches = Array::<Vector<F, Four>>::new(patch_loads);
+    #[unroll]
+    for l in 0..patch_loads {
+        next_patches[l] = patch.at::<F>(src, a_depth + l * load_step, depth, conv);
+    }
     let mut next_filter = Vector::<F, Four>::new(F::new(0.0));
     if b_active {
         next_filter = load_filters::<F>(weight, b_depth, depth, b_cols, cols, transposed, conv);
     }
     let slices = depth.div_ceil(TILE_DEPTH as usize);
     for slice in 0..slices {
-        patches[(a_depth * TILE_QUADS as usize) + a_quad] = next_patch;
+        #[unroll]
+        for l in 0..patch_loads {
+            patches[(a_depth + l * load_step) * tile_quads as usize + a_quad] = next_patches[l];
+        }
         if b_active {
-            filters[b_depth * TILE_COLUMN_VECTORS as usize + (unit / TILE_DEPTH) as usize] =
-                next_filter;
+            filters[b_depth * column_vectors as usize + (unit / TILE_DEPTH) as usize] = next_filter;
         }
         sync_cube();
         // The next slice's loads go out before this slice's multiply-adds.
         if slice + 1 < slices {
             let k0 = (slice + 1) * TILE_DEPTH as usize;
-            next_patch = patch.at::<F>(src, k0 + a_depth, depth, conv);
+            #[unroll]
+            for l in 0..patch_loads {
+                next_patches[l] = patch.at::<F>(src, k0 + a_depth + l * load_step, depth, conv);
+            }
             if b_active {
                 next_filter =
                     load_filters::<F>(weight, k0 + b_depth, depth, b_cols, cols, transposed, conv);
@@ -104,10 +158,10 @@ fn tile_sums<F: Float>(
         }
         #[unroll]
         for k in 0..TILE_DEPTH {
-            let base = (k * TILE_QUADS + row_group) as usize;
+            let base = (k * tile_quads + row_group) as usize;
             let a0 = patches[base];
             let a1 = patches[base + 1];
-            let b = filters[(k * TILE_COLUMN_VECTORS + col_group) as usize];
+            let b = filters[(k * column_vectors + col_group) as usize];
             #[unroll]
             for r in 0..4usize {
                 sums[r] += Vector::new(a0[r]) * b;
@@ -255,8 +309,8 @@ fn load_filters<F: Float>(
     values
 }
 
-/// The convolution (+ bias) over the cube's tile: X picks 32 quads of the `quads_h` ×
-/// `quads_w` quad grid per image, Y 64 columns. Without `argmax`, `output` is [N, cols,
+/// The convolution (+ bias) over the cube's `tile`: X picks its quads of the `quads_h` ×
+/// `quads_w` quad grid per image, Y its columns. Without `argmax`, `output` is [N, cols,
 /// out_h, out_w] and gets every position (quads past an odd edge are dropped). With it,
 /// `output` and `argmax` are the pooled [N, cols, quads_h, quads_w] of a 2×2 stride-2
 /// unpadded pool after ReLU: max(0, max over the quad) and the first maximal position if
@@ -273,21 +327,24 @@ pub fn conv_gemm<F: Float, A: Int>(
     quads_w: u32,
     #[comptime] conv: Window,
     #[comptime] transposed: bool,
+    #[comptime] tile: Tile,
     #[define(A)] _argmax_type: StorageType,
 ) {
     let cols = output.shape(1);
-    let first_quad = CUBE_POS_X as usize * TILE_QUADS as usize;
-    let first_col = CUBE_POS_Y as usize * (TILE_COLUMN_VECTORS * 4) as usize;
+    let column_vectors = comptime!(tile.column_vectors);
+    let first_quad = CUBE_POS_X as usize * comptime!(tile.quads() as usize);
+    let first_col = CUBE_POS_Y as usize * comptime!(tile.columns() as usize);
     let mut sums = Array::<Vector<F, Four>>::new(8usize);
     tile_sums::<F>(
         src, weight, &mut sums, first_quad, first_col, quads_h, quads_w, cols, conv, transposed,
+        tile,
     );
 
     let plane_quads = (quads_h * quads_w) as usize;
-    let unit_col = first_col + (UNIT_POS % TILE_COLUMN_VECTORS) as usize * 4;
+    let unit_col = first_col + (UNIT_POS % column_vectors) as usize * 4;
     #[unroll]
     for e in 0..2u32 {
-        let quad = first_quad + ((UNIT_POS / TILE_COLUMN_VECTORS) * 2 + e) as usize;
+        let quad = first_quad + ((UNIT_POS / column_vectors) * 2 + e) as usize;
         let n = quad / plane_quads;
         let in_plane = quad % plane_quads;
         if n < output.shape(0) {
