@@ -26,10 +26,14 @@ const MIN_CHANNELS: usize = 8;
 /// Fewest quads one split of the weight gradient walks (8 slices): fewer would spend more
 /// on writing and summing partials than on the products.
 const MIN_SPLIT_QUADS: usize = 64;
-/// Cubes of the weight gradient per SM: one wave of 256-unit cubes at full occupancy.
-const WEIGHT_GRAD_CUBES_PER_SM: usize = 4;
-/// Cubes of the weight gradient on runtimes that do not report their SM count.
-const WEIGHT_GRAD_CUBES_UNKNOWN: usize = 256;
+/// Cubes of the weight gradient an SM runs at once, depending on the instance's registers
+/// (Nsight Compute, H100: 80 a unit for 3×3 filters, three cubes of 256 units; 102 for
+/// LeNet's 5×5, two): the split count fills whole waves of either.
+const WEIGHT_GRAD_CUBES_PER_SM: [usize; 2] = [2, 3];
+/// SMs assumed on runtimes that do not report their count.
+const SMS_UNKNOWN: usize = 64;
+/// A split count within this many percent of the best one's time counts as equal.
+const SPLITS_TOLERANCE_PERCENT: usize = 2;
 
 /// Whether the forward of `operands` runs as a GEMM.
 pub(crate) fn forward_applies<R: CubeRuntime>(operands: &ConvOperands<R>) -> bool {
@@ -185,8 +189,8 @@ pub(crate) fn weight_grad_applies<R: CubeRuntime>(
 }
 
 /// The weight gradient's partial sums (with the weight and bias gradient buffers, see
-/// [`ConvOperands::gradient_buffers`]): the batch's quads split so that the grid fills the
-/// GPU once.
+/// [`ConvOperands::gradient_buffers`]): the batch's quads split so that the grid's waves
+/// are full (see [`balanced_splits`]).
 pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
     operands: &ConvOperands<R>,
     grad: &CubeTensor<R>,
@@ -202,18 +206,15 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
     };
     let quads = batch * quads_h * quads_w;
     let tiles = [depth, c_out].map(|extent| extent.div_ceil(TILE_SIDE as usize));
-    let wanted = operands
+    let sms = operands
         .x
         .client
         .properties()
         .hardware
         .num_streaming_multiprocessors
-        .map_or(WEIGHT_GRAD_CUBES_UNKNOWN, |sms| {
-            sms as usize * WEIGHT_GRAD_CUBES_PER_SM
-        });
-    let splits = wanted
-        .div_ceil(tiles[0] * tiles[1])
-        .clamp(1, quads.div_ceil(MIN_SPLIT_QUADS).max(1));
+        .map_or(SMS_UNKNOWN, |sms| sms as usize);
+    let slots = WEIGHT_GRAD_CUBES_PER_SM.map(|cubes| sms * cubes);
+    let splits = balanced_splits(tiles[0] * tiles[1], slots, quads.div_ceil(MIN_SPLIT_QUADS));
     let quads_per_split = quads
         .div_ceil(splits)
         .next_multiple_of(SLICE_QUADS as usize);
@@ -236,4 +237,54 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
         argmax_storage(argmax),
     ));
     buffers
+}
+
+/// How many splits (1 to `most`, at most about four waves' worth) a grid of `tiles` cubes
+/// per split takes so that its waves are full whether the GPU holds `slots[0]` or
+/// `slots[1]` cubes at once: the fewest splits within [`SPLITS_TOLERANCE_PERCENT`] of the
+/// least time summed over both, a split count's time being ⌈tiles · splits / slots⌉ waves
+/// of 1 / splits of the work each. Filling one wave of four cubes an SM left CIFAR's third
+/// layer 1.45 waves in v13 (576 cubes on 396 slots); sized for three cubes an SM, LeNet's,
+/// which fits two, had 1.48.
+fn balanced_splits(tiles: usize, slots: [usize; 2], most: usize) -> usize {
+    // Σ waves / splits as a fraction: [numerator, denominator].
+    let time = |splits: usize| -> [usize; 2] {
+        let waves = slots.iter().map(|&s| (tiles * splits).div_ceil(s)).sum();
+        [waves, splits]
+    };
+    let candidates = 1..=most.min(4 * slots[1] / tiles.max(1)).max(1);
+    let [best_waves, best_splits] = candidates
+        .clone()
+        .map(time)
+        .min_by(|[wa, sa], [wb, sb]| (wa * sb).cmp(&(wb * sa)))
+        .unwrap_or([1, 1]);
+    candidates
+        .into_iter()
+        .find(|&splits| {
+            let [waves, _] = time(splits);
+            100 * waves * best_splits <= (100 + SPLITS_TOLERANCE_PERCENT) * best_waves * splits
+        })
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::balanced_splits;
+
+    #[test]
+    fn splits_fill_whole_waves() {
+        // An H100's 132 SMs with two or three cubes each: 264 or 396 slots.
+        let slots = [264, 396];
+        // CIFAR's third layer at batch 512: 72 tiles; 11 splits make 792 cubes, three
+        // waves of two cubes an SM or two of three.
+        assert_eq!(balanced_splits(72, slots, 128), 11);
+        // Its second layer (18 tiles) and LeNet's conv2 (13): 792 and 780 cubes.
+        assert_eq!(balanced_splits(18, slots, 1000), 44);
+        assert_eq!(balanced_splits(13, slots, 1000), 60);
+        // Bounded by the quads, and at least one split.
+        assert_eq!(balanced_splits(13, slots, 7), 7);
+        assert_eq!(balanced_splits(13, slots, 0), 1);
+        // More tiles than four waves: no split.
+        assert_eq!(balanced_splits(2000, slots, 50), 1);
+    }
 }

@@ -33,6 +33,34 @@ pub const CUBE_UNITS: u32 = 256;
 /// The four conv positions of a quad, or four adjacent columns.
 pub type Four = Const<4>;
 
+/// Units per warp, and how many of them sit side by side along a tile's columns: a warp
+/// covers 4 column vectors × 8 rows of units, so each 16-unit half of it reads 4 distinct
+/// 16-byte vectors of either operand from shared memory, one 128-byte wavefront per load.
+/// (Spread along one row of the tile, a half read 16 distinct filter vectors, two
+/// wavefronts: Nsight Compute counted 2.7 wavefronts per shared load in v13.)
+const WARP_UNITS: u32 = 32;
+const WARP_COLUMNS: u32 = 4;
+
+/// Where a unit sits in a cube laid out as `columns` units across: its row and column of
+/// units, warps tiling the cube in blocks of [`WARP_COLUMNS`] × 8 units.
+#[derive(CubeType)]
+pub struct UnitPlace {
+    pub row: u32,
+    pub column: u32,
+}
+
+/// The place of unit UNIT_POS in a cube `columns` units wide (a multiple of 4).
+#[cube]
+pub fn unit_place(#[comptime] columns: u32) -> UnitPlace {
+    let warp = UNIT_POS / WARP_UNITS;
+    let lane = UNIT_POS % WARP_UNITS;
+    let warps_across = comptime!(columns / WARP_COLUMNS);
+    UnitPlace {
+        row: (warp / warps_across) * comptime!(WARP_UNITS / WARP_COLUMNS) + lane / WARP_COLUMNS,
+        column: (warp % warps_across) * WARP_COLUMNS + lane % WARP_COLUMNS,
+    }
+}
+
 /// A tile's width in vectors of four columns. Each unit owns 2 quads × 4 columns, so a
 /// cube's 256 units cover 2 · 256 / `column_vectors` quads.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -72,10 +100,9 @@ impl Tile {
     }
 }
 
-/// Σ over the depth for the 8 rows × 4 columns unit (UNIT_POS % c, UNIT_POS / c) owns in
-/// the tile at (`first_quad`, `first_col`), c = `tile.column_vectors`: quads
-/// 2·(UNIT_POS / c) and the next, columns 4·(UNIT_POS % c) to +3. `sums[4e + r]` is row r
-/// of the unit's quad e, one lane per column.
+/// Σ over the depth for the 8 rows × 4 columns the unit at [`unit_place`] (row p, column
+/// c) owns in the tile at (`first_quad`, `first_col`): quads 2p and 2p + 1, columns 4c to
+/// 4c + 3. `sums[4e + r]` is row r of the unit's quad e, one lane per column.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn tile_sums<F: Float>(
@@ -108,18 +135,23 @@ fn tile_sums<F: Float>(
     let patch = QuadPatch::of::<F>(src, first_quad + a_quad, quads_h, quads_w, conv);
 
     // The filter loader: units below 8 · column_vectors load depth `unit % 8` of four
-    // adjacent columns.
+    // adjacent columns (adjacent units, adjacent depths: the loads coalesce). A filter row
+    // of the slice is padded by one vector, so that those units' stores, a row apart, fall
+    // in different banks (unpadded, eight of them hit the same banks: 13 wavefronts a
+    // store in v13).
     let b_depth = (unit % TILE_DEPTH) as usize;
     let b_cols = first_col + (unit / TILE_DEPTH) as usize * 4;
     let b_active = unit < TILE_DEPTH * column_vectors;
+    let filter_row = comptime!(column_vectors + 1);
 
     let mut patches =
         SharedMemory::<Vector<F, Four>>::new(comptime!((TILE_DEPTH * tile_quads) as usize));
     let mut filters =
-        SharedMemory::<Vector<F, Four>>::new(comptime!((TILE_DEPTH * column_vectors) as usize));
+        SharedMemory::<Vector<F, Four>>::new(comptime!((TILE_DEPTH * filter_row) as usize));
 
-    let row_group = (unit / column_vectors) * 2;
-    let col_group = unit % column_vectors;
+    let place = unit_place(column_vectors);
+    let row_group = place.row * 2;
+    let col_group = place.column;
     #[unroll]
     for i in 0..8usize {
         sums[i] = Vector::new(F::new(0.0));
@@ -141,7 +173,7 @@ fn tile_sums<F: Float>(
             patches[(a_depth + l * load_step) * tile_quads as usize + a_quad] = next_patches[l];
         }
         if b_active {
-            filters[b_depth * column_vectors as usize + (unit / TILE_DEPTH) as usize] = next_filter;
+            filters[b_depth * filter_row as usize + (unit / TILE_DEPTH) as usize] = next_filter;
         }
         sync_cube();
         // The next slice's loads go out before this slice's multiply-adds.
@@ -161,7 +193,7 @@ fn tile_sums<F: Float>(
             let base = (k * tile_quads + row_group) as usize;
             let a0 = patches[base];
             let a1 = patches[base + 1];
-            let b = filters[(k * column_vectors + col_group) as usize];
+            let b = filters[(k * filter_row + col_group) as usize];
             #[unroll]
             for r in 0..4usize {
                 sums[r] += Vector::new(a0[r]) * b;
@@ -341,10 +373,11 @@ pub fn conv_gemm<F: Float, A: Int>(
     );
 
     let plane_quads = (quads_h * quads_w) as usize;
-    let unit_col = first_col + (UNIT_POS % column_vectors) as usize * 4;
+    let place = unit_place(column_vectors);
+    let unit_col = first_col + place.column as usize * 4;
     #[unroll]
     for e in 0..2u32 {
-        let quad = first_quad + ((UNIT_POS / column_vectors) * 2 + e) as usize;
+        let quad = first_quad + (place.row * 2 + e) as usize;
         let n = quad / plane_quads;
         let in_plane = quad % plane_quads;
         if n < output.shape(0) {

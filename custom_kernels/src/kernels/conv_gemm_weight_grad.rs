@@ -14,7 +14,7 @@
 
 use cubecl::prelude::*;
 
-use super::conv_gemm::{Four, quad_values};
+use super::conv_gemm::{Four, quad_values, unit_place};
 use super::geometry::{NO_ARGMAX, Window};
 
 /// Filters and patch columns per tile.
@@ -23,11 +23,16 @@ pub const TILE_SIDE: u32 = 64;
 pub const SLICE_QUADS: u32 = 8;
 
 /// Units side by side along each tile axis (16 × 16 = the cube's 256 units,
-/// [`super::conv_gemm::CUBE_UNITS`]); a unit owns
-/// filters ty + 16i and columns tx + 16j, i, j < 4.
+/// [`super::conv_gemm::CUBE_UNITS`], placed by [`unit_place`]); the unit at row ty and
+/// column tx owns filters ty + 16i and columns tx + 16j, i, j < 4.
 const UNITS_PER_SIDE: u32 = 16;
 /// Tile rows (filters) or columns each loader unit fills per slice, 32 apart.
 const LOADS_PER_UNIT: u32 = 2;
+/// Vectors per quad slot of a slice in shared memory: the tile's 64 and one of padding,
+/// so that the loaders' stores (adjacent units, adjacent slots) fall in different banks
+/// (unpadded, eight slots a whole row apart hit the same banks: 32 wavefronts a store in
+/// v13, 40% of the kernel's shared-memory traffic).
+const SLOT_VECTORS: u32 = TILE_SIDE + 1;
 
 /// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile (CUBE_POS_Y filters,
 /// CUBE_POS_X columns). `grad` is the pooled gradient with `argmax` (quads = its positions),
@@ -82,11 +87,12 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
         column_col[h] = tap % conv.size_w;
     }
 
-    let mut grads = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * TILE_SIDE) as usize);
-    let mut patches = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * TILE_SIDE) as usize);
+    let mut grads = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
+    let mut patches = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
 
-    let tx = UNIT_POS % UNITS_PER_SIDE;
-    let ty = UNIT_POS / UNITS_PER_SIDE;
+    let place = unit_place(UNITS_PER_SIDE);
+    let tx = place.column;
+    let ty = place.row;
     let bias_unit = with_bias && CUBE_POS_X == 0 && tx == 0;
     let mut sums = Array::<F>::new(16usize);
     let mut bias_sums = Array::<F>::new(4usize);
@@ -109,7 +115,7 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
         let qw = in_plane as u32 % quads_w;
         #[unroll]
         for h in 0..LOADS_PER_UNIT as usize {
-            let index = slot * TILE_SIDE as usize + lane + h * 32;
+            let index = slot * SLOT_VECTORS as usize + lane + h * 32;
             let co = first_co + lane + h * 32;
             let mut dy = Vector::<F, Four>::new(F::new(0.0));
             if valid && co < c_out {
@@ -144,7 +150,7 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
         sync_cube();
         #[unroll]
         for s in 0..SLICE_QUADS {
-            let base = (s * TILE_SIDE) as usize;
+            let base = (s * SLOT_VECTORS) as usize;
             #[unroll]
             for i in 0..4u32 {
                 let dy = grads[base + (ty + i * UNITS_PER_SIDE) as usize];
