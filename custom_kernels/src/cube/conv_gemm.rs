@@ -10,6 +10,7 @@ use cubecl::prelude::*;
 
 use super::alloc::empty_like;
 use super::conv::ConvOperands;
+use super::grid::sm_count;
 use super::launch::launch;
 use super::layout::dims4;
 use super::pool::argmax_storage;
@@ -26,6 +27,9 @@ const MIN_CHANNELS: usize = 8;
 /// Fewest quads one split of the weight gradient walks (8 slices): fewer would spend more
 /// on writing and summing partials than on the products.
 const MIN_SPLIT_QUADS: usize = 64;
+/// Cubes of [`Tile::WIDE_SHORT`] an SM runs at once (Nsight Compute, H100: 79 registers a
+/// unit, three cubes of 256 units; [`Tile::WIDE`] has 127, two).
+const SHORT_CUBES_PER_SM: usize = 3;
 /// Cubes of the weight gradient an SM runs at once, depending on the instance's registers
 /// (Nsight Compute, H100: 80 a unit for 3×3 filters, three cubes of 256 units; 102 for
 /// LeNet's 5×5, two): the split count fills whole waves of either.
@@ -82,9 +86,10 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
     transposed: bool,
 ) {
     let [batch, cols, _, _] = dims4(output);
-    let tile = Tile::for_columns(cols);
+    let grid_quads = batch * quads[0] * quads[1];
+    let tile = tile_for(grid_quads, cols, sm_count(&src.client));
     let count = CubeCount::Static(
-        (batch * quads[0] * quads[1]).div_ceil(tile.quads() as usize) as u32,
+        grid_quads.div_ceil(tile.quads() as usize) as u32,
         cols.div_ceil(tile.columns() as usize) as u32,
         1,
     );
@@ -104,6 +109,25 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
         tile,
         argmax_storage(argmax),
     ));
+}
+
+/// The tile of a GEMM of `quads` quads (of four rows) and `cols` columns on a GPU of `sms`
+/// SMs: narrow up to 32 columns; else [`Tile::WIDE`], unless [`Tile::WIDE_SHORT`]'s grid
+/// runs in one wave of [`SHORT_CUBES_PER_SM`] cubes an SM. Such a GEMM is too short for the
+/// wide tile: its fewer, longer cubes leave SMs with one cube or none (H100, LeNet's conv2
+/// at batch 100 to 250, 40 to 98 wide cubes on 132 SMs: steps 0.05–0.1 ms faster short); past
+/// one short wave the wide tile wins (CIFAR's conv3 input gradient at batch 512, 256 wide
+/// cubes against 512 short). Runtimes that do not report SMs get the wide tile.
+fn tile_for(quads: usize, cols: usize, sms: Option<usize>) -> Tile {
+    if cols <= Tile::NARROW.columns() as usize {
+        return Tile::NARROW;
+    }
+    let short = Tile::WIDE_SHORT;
+    let cubes = quads.div_ceil(short.quads() as usize) * cols.div_ceil(short.columns() as usize);
+    match sms {
+        Some(sms) if cubes <= SHORT_CUBES_PER_SM * sms => short,
+        _ => Tile::WIDE,
+    }
 }
 
 /// Quads covering a map of `size`: ⌈size / 2⌉ per axis.
@@ -206,13 +230,7 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
     };
     let quads = batch * quads_h * quads_w;
     let tiles = [depth, c_out].map(|extent| extent.div_ceil(TILE_SIDE as usize));
-    let sms = operands
-        .x
-        .client
-        .properties()
-        .hardware
-        .num_streaming_multiprocessors
-        .map_or(SMS_UNKNOWN, |sms| sms as usize);
+    let sms = sm_count(&operands.x.client).unwrap_or(SMS_UNKNOWN);
     let slots = WEIGHT_GRAD_CUBES_PER_SM.map(|cubes| sms * cubes);
     let splits = balanced_splits(tiles[0] * tiles[1], slots, quads.div_ceil(MIN_SPLIT_QUADS));
     let quads_per_split = quads
@@ -269,7 +287,24 @@ fn balanced_splits(tiles: usize, slots: [usize; 2], most: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::balanced_splits;
+    use super::{Tile, balanced_splits, tile_for};
+
+    #[test]
+    fn short_tile_only_where_it_runs_in_one_wave() {
+        // An H100's 132 SMs hold 396 short cubes. LeNet's conv2 at batch 100 and 500 (2,500
+        // and 12,500 pool windows, 64 filters: 79 and 391 short cubes) runs short; at 1000
+        // (25,000, 782 short cubes) wide, as do CIFAR's second layer at batch 512 (32,768
+        // quads, 128 filters) and its third layer's input gradient (8,192 quads, 128
+        // columns: 512 short cubes).
+        assert_eq!(tile_for(2_500, 64, Some(132)), Tile::WIDE_SHORT);
+        assert_eq!(tile_for(12_500, 64, Some(132)), Tile::WIDE_SHORT);
+        assert_eq!(tile_for(25_000, 64, Some(132)), Tile::WIDE);
+        assert_eq!(tile_for(32_768, 128, Some(132)), Tile::WIDE);
+        assert_eq!(tile_for(8_192, 128, Some(132)), Tile::WIDE);
+        // At most 32 columns: narrow, whatever the grid; no SM count: wide.
+        assert_eq!(tile_for(4_900, 32, Some(132)), Tile::NARROW);
+        assert_eq!(tile_for(4_900, 64, None), Tile::WIDE);
+    }
 
     #[test]
     fn splits_fill_whole_waves() {

@@ -47,15 +47,24 @@ pub(crate) fn unit_block<R: CubeRuntime>(
     extent: usize,
     units_per_block: usize,
 ) -> u32 {
-    let Some(sms) = client.properties().hardware.num_streaming_multiprocessors else {
+    let Some(sms) = sm_count(client) else {
         return widest;
     };
-    let wanted = sms as usize * UNITS_PER_SM;
+    let wanted = sms * UNITS_PER_SM;
     let mut block = widest;
     while block > 1 && units_per_block * extent.div_ceil(block as usize) < wanted {
         block /= 2;
     }
     block
+}
+
+/// The GPU's streaming multiprocessors, where the runtime reports them.
+pub(crate) fn sm_count<R: CubeRuntime>(client: &ComputeClient<R>) -> Option<usize> {
+    client
+        .properties()
+        .hardware
+        .num_streaming_multiprocessors
+        .map(|sms| sms as usize)
 }
 
 /// The widest vector of a contiguous matrix's rows this runtime loads well, dividing the

@@ -5,11 +5,12 @@
 //!
 //! Why: the direct kernels load an input or a weight from global memory every few
 //! multiply-adds and reach ≈ 13 TFLOP/s on CIFAR-shaped layers. Here a cube of 256 units
-//! stages an 8-deep slice of the patches (128 rows) and of the filters (64 columns) in
-//! shared memory; each unit then multiplies its 8 rows by its 4 columns out of it, 32
-//! multiply-adds per three 16-byte shared loads, while the next slice's global loads are in
+//! stages an 8-deep slice of the patches (256 rows) and of the filters (64 columns) in
+//! shared memory; each unit then multiplies its 8 rows by its 8 columns out of it, 64
+//! multiply-adds per four 16-byte shared loads, while the next slice's global loads are in
 //! flight. A layer of at most 32 columns gets a [`Tile::NARROW`] tile of 256 rows × 32
-//! columns instead, so half the tile's products are not spent on columns past the layer.
+//! columns instead (8 × 4 a unit), so half the tile's products are not spent on columns
+//! past the layer, and a GEMM too short to fill the GPU a [`Tile::WIDE_SHORT`] one.
 //!
 //! Rows come in quads: quad (n, qh, qw) is the 2×2 block of conv output positions
 //! (2qh + dh, 2qw + dw) of image n, and row 4·quad + 2·dh + dw. A unit holds two whole
@@ -33,59 +34,49 @@ pub const CUBE_UNITS: u32 = 256;
 /// The four conv positions of a quad, or four adjacent columns.
 pub type Four = Const<4>;
 
-/// Units per warp, and how many of them sit side by side along a tile's columns: a warp
-/// covers 4 column vectors × 8 rows of units, so each 16-unit half of it reads 4 distinct
-/// 16-byte vectors of either operand from shared memory, one 128-byte wavefront per load.
-/// (Spread along one row of the tile, a half read 16 distinct filter vectors, two
-/// wavefronts: Nsight Compute counted 2.7 wavefronts per shared load in v13.)
-const WARP_UNITS: u32 = 32;
-const WARP_COLUMNS: u32 = 4;
-
-/// Where a unit sits in a cube laid out as `columns` units across: its row and column of
-/// units, warps tiling the cube in blocks of [`WARP_COLUMNS`] × 8 units.
-#[derive(CubeType)]
-pub struct UnitPlace {
-    pub row: u32,
-    pub column: u32,
-}
-
-/// The place of unit UNIT_POS in a cube `columns` units wide (a multiple of 4).
-#[cube]
-pub fn unit_place(#[comptime] columns: u32) -> UnitPlace {
-    let warp = UNIT_POS / WARP_UNITS;
-    let lane = UNIT_POS % WARP_UNITS;
-    let warps_across = comptime!(columns / WARP_COLUMNS);
-    UnitPlace {
-        row: (warp / warps_across) * comptime!(WARP_UNITS / WARP_COLUMNS) + lane / WARP_COLUMNS,
-        column: (warp % warps_across) * WARP_COLUMNS + lane % WARP_COLUMNS,
-    }
-}
-
-/// A tile's width in vectors of four columns. Each unit owns 2 quads × 4 columns, so a
-/// cube's 256 units cover 2 · 256 / `column_vectors` quads.
+/// A tile's shape: its width in vectors of four columns and how many of those each unit
+/// owns. A unit owns 2 quads (8 rows) × `unit_vectors` vectors; the cube's 256 units sit
+/// `column_vectors / unit_vectors` across, and each owns the quads and vectors a row or a
+/// column of units apart, so that a warp's shared-memory reads of either operand are
+/// adjacent vectors.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct Tile {
     pub column_vectors: u32,
+    pub unit_vectors: u32,
 }
 
 impl Tile {
-    /// 128 rows (32 quads) × 64 columns.
-    pub const WIDE: Tile = Tile { column_vectors: 16 };
-    /// 256 rows (64 quads) × 32 columns.
-    pub const NARROW: Tile = Tile { column_vectors: 8 };
+    /// 256 rows (64 quads) × 64 columns, 8 × 8 a unit: 64 multiply-adds per four 16-byte
+    /// shared loads (8 × 4 a unit took three for 32, and the loads bound the kernel).
+    pub const WIDE: Tile = Tile {
+        column_vectors: 16,
+        unit_vectors: 2,
+    };
+    /// 128 rows × 64 columns, 8 × 4 a unit: twice the cubes of [`Tile::WIDE`] for a
+    /// GEMM too short to fill the GPU with those.
+    pub const WIDE_SHORT: Tile = Tile {
+        column_vectors: 16,
+        unit_vectors: 1,
+    };
+    /// 256 rows × 32 columns, 8 × 4 a unit.
+    pub const NARROW: Tile = Tile {
+        column_vectors: 8,
+        unit_vectors: 1,
+    };
 
-    /// The tile for a GEMM of `cols` columns: narrow up to 32.
-    pub fn for_columns(cols: usize) -> Tile {
-        if cols <= (4 * Self::NARROW.column_vectors) as usize {
-            Self::NARROW
-        } else {
-            Self::WIDE
-        }
+    /// Units side by side along the columns.
+    pub fn units_across(self) -> u32 {
+        self.column_vectors / self.unit_vectors
+    }
+
+    /// Units one above the other along the rows.
+    pub fn units_down(self) -> u32 {
+        CUBE_UNITS / self.units_across()
     }
 
     /// Quads (of four rows) per tile.
     pub fn quads(self) -> u32 {
-        2 * CUBE_UNITS / self.column_vectors
+        2 * self.units_down()
     }
 
     /// Columns per tile.
@@ -100,9 +91,9 @@ impl Tile {
     }
 }
 
-/// Σ over the depth for the 8 rows × 4 columns the unit at [`unit_place`] (row p, column
-/// c) owns in the tile at (`first_quad`, `first_col`): quads 2p and 2p + 1, columns 4c to
-/// 4c + 3. `sums[4e + r]` is row r of the unit's quad e, one lane per column.
+/// Σ over the depth for the rows and columns unit UNIT_POS owns in the tile at
+/// (`first_quad`, `first_col`) — see [`UnitTile`]. `sums[8v + 4e + r]` is row r of the
+/// unit's quad e, one lane per column of its vector v.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn tile_sums<F: Float>(
@@ -128,8 +119,8 @@ fn tile_sums<F: Float>(
     let load_step = comptime!((TILE_DEPTH / tile.patch_loads()) as usize);
 
     // The patch loader: unit `unit` gathers quad `unit % tile_quads` of the tile at depth
-    // `unit / tile_quads` of each slice (and `load_step` deeper for a narrow tile), each a
-    // 2×2 block of patch values.
+    // `unit / tile_quads` of each slice and `load_step` deeper for each further load, each
+    // a 2×2 block of patch values.
     let a_quad = (unit % tile_quads) as usize;
     let a_depth = (unit / tile_quads) as usize;
     let patch = QuadPatch::of::<F>(src, first_quad + a_quad, quads_h, quads_w, conv);
@@ -149,11 +140,12 @@ fn tile_sums<F: Float>(
     let mut filters =
         SharedMemory::<Vector<F, Four>>::new(comptime!((TILE_DEPTH * filter_row) as usize));
 
-    let place = unit_place(column_vectors);
-    let row_group = place.row * 2;
-    let col_group = place.column;
+    let own = UnitTile::of(tile);
+    let down = comptime!(tile.units_down());
+    let across = comptime!(tile.units_across());
+    let unit_vectors = comptime!(tile.unit_vectors);
     #[unroll]
-    for i in 0..8usize {
+    for i in 0..comptime!(8 * tile.unit_vectors as usize) {
         sums[i] = Vector::new(F::new(0.0));
     }
 
@@ -190,17 +182,40 @@ fn tile_sums<F: Float>(
         }
         #[unroll]
         for k in 0..TILE_DEPTH {
-            let base = (k * tile_quads + row_group) as usize;
+            let base = (k * tile_quads + own.row) as usize;
             let a0 = patches[base];
-            let a1 = patches[base + 1];
-            let b = filters[(k * filter_row + col_group) as usize];
+            let a1 = patches[base + down as usize];
             #[unroll]
-            for r in 0..4usize {
-                sums[r] += Vector::new(a0[r]) * b;
-                sums[r + 4] += Vector::new(a1[r]) * b;
+            for v in 0..unit_vectors {
+                let b = filters[(k * filter_row + own.column + v * across) as usize];
+                #[unroll]
+                for r in 0..4u32 {
+                    sums[(8 * v + r) as usize] += Vector::new(a0[r as usize]) * b;
+                    sums[(8 * v + 4 + r) as usize] += Vector::new(a1[r as usize]) * b;
+                }
             }
         }
         sync_cube();
+    }
+}
+
+/// The first quad and column vector unit UNIT_POS owns in its tile (row and column of
+/// units): it owns quads `row` and `row` + units down, and vectors `column` + v · units
+/// across for v < the tile's `unit_vectors`.
+#[derive(CubeType)]
+struct UnitTile {
+    row: u32,
+    column: u32,
+}
+
+#[cube]
+impl UnitTile {
+    fn of(#[comptime] tile: Tile) -> UnitTile {
+        let across = comptime!(tile.units_across());
+        UnitTile {
+            row: UNIT_POS / across,
+            column: UNIT_POS % across,
+        }
     }
 }
 
@@ -363,64 +378,66 @@ pub fn conv_gemm<F: Float, A: Int>(
     #[define(A)] _argmax_type: StorageType,
 ) {
     let cols = output.shape(1);
-    let column_vectors = comptime!(tile.column_vectors);
     let first_quad = CUBE_POS_X as usize * comptime!(tile.quads() as usize);
     let first_col = CUBE_POS_Y as usize * comptime!(tile.columns() as usize);
-    let mut sums = Array::<Vector<F, Four>>::new(8usize);
+    let mut sums = Array::<Vector<F, Four>>::new(comptime!(8 * tile.unit_vectors as usize));
     tile_sums::<F>(
         src, weight, &mut sums, first_quad, first_col, quads_h, quads_w, cols, conv, transposed,
         tile,
     );
 
     let plane_quads = (quads_h * quads_w) as usize;
-    let place = unit_place(column_vectors);
-    let unit_col = first_col + place.column as usize * 4;
+    let own = UnitTile::of(tile);
     #[unroll]
     for e in 0..2u32 {
-        let quad = first_quad + (place.row * 2 + e) as usize;
+        let quad = first_quad + (own.row + e * comptime!(tile.units_down())) as usize;
         let n = quad / plane_quads;
         let in_plane = quad % plane_quads;
         if n < output.shape(0) {
             #[unroll]
-            for j in 0..4usize {
-                let col = unit_col + j;
-                if col < cols {
-                    let b: ComptimeOption<F> = bias.map(|bias| bias[col]);
-                    let b = b.unwrap_or_default();
-                    let mut quad_sums = Vector::<F, Four>::new(b);
-                    #[unroll]
-                    for r in 0..4usize {
-                        quad_sums[r] += sums[e as usize * 4 + r][j];
-                    }
-                    #[comptime]
-                    match argmax {
-                        ComptimeOption::Some(argmax) => {
-                            let o = (n * cols + col) * plane_quads + in_plane;
-                            let mut best = F::new(0.0);
-                            let mut best_offset = NO_ARGMAX.runtime();
-                            #[unroll]
-                            for r in 0..4u32 {
-                                if quad_sums[r as usize] > best {
-                                    best = quad_sums[r as usize];
-                                    best_offset = r;
-                                }
-                            }
-                            output[o] = best;
-                            argmax[o] = A::cast_from(best_offset);
+            for v in 0..comptime!(tile.unit_vectors) {
+                #[unroll]
+                for j in 0..4u32 {
+                    let col = first_col
+                        + ((own.column + v * comptime!(tile.units_across())) * 4 + j) as usize;
+                    if col < cols {
+                        let b: ComptimeOption<F> = bias.map(|bias| bias[col]);
+                        let b = b.unwrap_or_default();
+                        let mut quad_sums = Vector::<F, Four>::new(b);
+                        #[unroll]
+                        for r in 0..4usize {
+                            quad_sums[r] += sums[(8 * v + 4 * e) as usize + r][j as usize];
                         }
-                        ComptimeOption::None => {
-                            let out_h = output.shape(2) as u32;
-                            let out_w = output.shape(3) as u32;
-                            let plane = (n * cols + col) * (out_h * out_w) as usize;
-                            let qh = in_plane as u32 / quads_w;
-                            let qw = in_plane as u32 % quads_w;
-                            #[unroll]
-                            for r in 0..4u32 {
-                                let oh = qh * 2 + r / 2;
-                                let ow = qw * 2 + r % 2;
-                                if oh < out_h && ow < out_w {
-                                    output[plane + (oh * out_w + ow) as usize] =
-                                        quad_sums[r as usize];
+                        #[comptime]
+                        match argmax {
+                            ComptimeOption::Some(argmax) => {
+                                let o = (n * cols + col) * plane_quads + in_plane;
+                                let mut best = F::new(0.0);
+                                let mut best_offset = NO_ARGMAX.runtime();
+                                #[unroll]
+                                for r in 0..4u32 {
+                                    if quad_sums[r as usize] > best {
+                                        best = quad_sums[r as usize];
+                                        best_offset = r;
+                                    }
+                                }
+                                output[o] = best;
+                                argmax[o] = A::cast_from(best_offset);
+                            }
+                            ComptimeOption::None => {
+                                let out_h = output.shape(2) as u32;
+                                let out_w = output.shape(3) as u32;
+                                let plane = (n * cols + col) * (out_h * out_w) as usize;
+                                let qh = in_plane as u32 / quads_w;
+                                let qw = in_plane as u32 % quads_w;
+                                #[unroll]
+                                for r in 0..4u32 {
+                                    let oh = qh * 2 + r / 2;
+                                    let ow = qw * 2 + r % 2;
+                                    if oh < out_h && ow < out_w {
+                                        output[plane + (oh * out_w + ow) as usize] =
+                                            quad_sums[r as usize];
+                                    }
                                 }
                             }
                         }

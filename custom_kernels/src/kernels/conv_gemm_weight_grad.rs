@@ -14,7 +14,7 @@
 
 use cubecl::prelude::*;
 
-use super::conv_gemm::{Four, quad_values, unit_place};
+use super::conv_gemm::{Four, quad_values};
 use super::geometry::{NO_ARGMAX, Window};
 
 /// Filters and patch columns per tile.
@@ -23,8 +23,8 @@ pub const TILE_SIDE: u32 = 64;
 pub const SLICE_QUADS: u32 = 8;
 
 /// Units side by side along each tile axis (16 × 16 = the cube's 256 units,
-/// [`super::conv_gemm::CUBE_UNITS`], placed by [`unit_place`]); the unit at row ty and
-/// column tx owns filters ty + 16i and columns tx + 16j, i, j < 4.
+/// [`super::conv_gemm::CUBE_UNITS`]); the unit at row ty and column tx owns filters
+/// ty + 16i and columns tx + 16j, i, j < 4.
 const UNITS_PER_SIDE: u32 = 16;
 /// Tile rows (filters) or columns each loader unit fills per slice, 32 apart.
 const LOADS_PER_UNIT: u32 = 2;
@@ -90,9 +90,8 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
     let mut grads = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
     let mut patches = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
 
-    let place = unit_place(UNITS_PER_SIDE);
-    let tx = place.column;
-    let ty = place.row;
+    let tx = UNIT_POS % UNITS_PER_SIDE;
+    let ty = UNIT_POS / UNITS_PER_SIDE;
     let bias_unit = with_bias && CUBE_POS_X == 0 && tx == 0;
     let mut sums = Array::<F>::new(16usize);
     let mut bias_sums = Array::<F>::new(4usize);

@@ -78,6 +78,13 @@ impl ConvCase {
         case
     }
 
+    /// A layer whose implicit GEMM is too long for one wave of the short tile on GPUs of up
+    /// to 216 SMs (10,368 quads × 128 filters: 648 cubes of 128 × 64, more than three an
+    /// SM), so that a GPU runs the wide tile rather than the short one its small cases get.
+    pub fn large_grid() -> Self {
+        Self::layer(8, [16, 128], 72, 3, 1)
+    }
+
     /// The seed CNN's layer: conv 3x3 (1 → `filters`) with bias over `batch` 28x28 images.
     pub fn seed_cnn(batch: usize, filters: usize) -> Self {
         Self {

@@ -93,8 +93,12 @@ struct ConvCheck;
 impl KernelCheck for ConvCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let mut worst = 0f64;
-        for index in 0..CASES {
-            let case = ConvCase::random(1, index);
+        let cases = (0..CASES)
+            .map(|index| ConvCase::random(1, index))
+            .chain([ConvCase::large_grid()]);
+        let mut count = 0;
+        for case in cases {
+            count += 1;
             let [oh, ow] = case.output_size();
             let out_shape = [case.batch, case.c_out, oh, ow];
             let data = ConvData::random(&case, out_shape.iter().product());
@@ -110,7 +114,7 @@ impl KernelCheck for ConvCheck {
             );
             worst = worst.max(compare_results(&format!("{case:?}"), &ours, &reference));
         }
-        (CASES as usize, worst)
+        (count, worst)
     }
 }
 

@@ -42,12 +42,14 @@ impl KernelCheck for FusedCheck {
         // The random cases, then the seed CNN's own shapes with its 2x2 pool: the batches a
         // 64-image MNIST epoch runs on (64, then 48), an uneven one, a large one, and d = 256;
         // then LeNet's second block and the channels of the CIFAR-shaped network's second and
-        // third (on smaller maps, to keep the software GPU quick).
+        // third (on smaller maps, to keep the software GPU quick), and one whose grid fills
+        // a large GPU.
         let seed_shapes = [(64, 32), (48, 32), (50, 32), (1000, 32), (120, 256)];
         let network_layers = [
             ConvCase::layer(2, [32, 64], 14, 5, 0),
             ConvCase::layer(1, [64, 128], 8, 3, 1),
             ConvCase::layer(1, [128, 256], 4, 3, 1),
+            ConvCase::large_grid(),
         ];
         let two_by_two = Some(PoolOptions2d::new([2, 2], [2, 2], [0, 0]));
         let cases = (0..CASES)
