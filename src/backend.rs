@@ -221,6 +221,23 @@ pub fn check_device(kind: BackendKind) -> Result<(), BackendError> {
     }
 }
 
+/// How many GPUs of `kind` this machine has, for a backend that tells its devices apart
+/// (CUDA); `None` for the CPU and wgpu, whose indices all name one device (see
+/// [`devices_at`]). Call it once [`check_device`] found the backend working.
+pub fn device_count(kind: BackendKind) -> Option<usize> {
+    match kind {
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => Some(devices_of::<cubenet_kernels::CubeCuda>(&Default::default())),
+        _ => None,
+    }
+}
+
+/// The devices of the type of `default` that `B` enumerates.
+#[cfg(feature = "cuda")]
+fn devices_of<B: Backend>(default: &B::Device) -> usize {
+    B::device_count(default.to_id().type_id)
+}
+
 /// Runs one tiny computation on `device`. GPU runtimes panic when no driver or adapter is
 /// present; this turns that into an error before any real work starts. What the runtime's
 /// C libraries print meanwhile is dropped (see [`without_stderr`]).

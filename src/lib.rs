@@ -7,6 +7,7 @@ pub mod bench;
 pub mod data;
 pub mod error_line;
 pub mod model;
+pub mod nccl;
 pub mod plot;
 mod quiet_panic;
 pub mod run_config;

@@ -123,6 +123,15 @@ fn info_lists_every_backend() {
         stdout.contains("ndarray  compiled in, device found"),
         "{stdout}"
     );
+    // NCCL's line: its version and path, or (as on CI machines) one line on how to get it.
+    let nccl = stdout
+        .lines()
+        .find(|line| line.starts_with("nccl "))
+        .unwrap_or_else(|| panic!("no nccl line in {stdout}"));
+    assert!(
+        nccl.contains("libnccl.so.2") && (nccl.contains(" at /") || nccl.contains("install")),
+        "{nccl}"
+    );
 }
 
 /// A regression run big enough that killing it mid-epoch is easy to time.
