@@ -85,7 +85,7 @@ pub fn locate() -> Result<Nccl, NcclError> {
 /// The directories to look in, in order: `LD_LIBRARY_PATH`'s, the system's, then the
 /// active Python environment's (`VIRTUAL_ENV`, `CONDA_PREFIX`), the user's (`HOME`) and the
 /// system's Python packages. `env` reads an environment variable.
-pub fn search_dirs(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+fn search_dirs(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = env("LD_LIBRARY_PATH")
         .map(|paths| std::env::split_paths(&paths).collect())
         .unwrap_or_default();
@@ -131,7 +131,7 @@ fn python_dirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Loads the first [`LIBRARY`] found in `dirs`.
-pub fn load_first(dirs: &[PathBuf]) -> Result<Nccl, NcclError> {
+fn load_first(dirs: &[PathBuf]) -> Result<Nccl, NcclError> {
     let path = dirs
         .iter()
         .map(|dir| dir.join(LIBRARY))

@@ -8,8 +8,9 @@ pub fn run() -> anyhow::Result<()> {
     for kind in [BackendKind::Ndarray, BackendKind::Cuda, BackendKind::Wgpu] {
         let status = match check_device(kind) {
             Ok(()) => match device_count(kind) {
+                Some(1) => "compiled in, 1 GPU (--devices 0)".to_string(),
                 Some(gpus) => format!(
-                    "compiled in, {gpus} GPU(s): --devices 0 to {}",
+                    "compiled in, {gpus} GPUs (--devices 0 to {})",
                     gpus.saturating_sub(1)
                 ),
                 None => "compiled in, device found".to_string(),
