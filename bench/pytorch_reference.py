@@ -7,9 +7,12 @@ same timing protocol, and writes the same JSON schema, so the Rust side can
 merge both into one table.
 
 * models: `simple` (the single-conv CNN with d filters), `lenet`, `mlp` (on 1x28x28
-  images) and `cifar` (the CIFAR-shaped CNN on 3x32x32 images); all fp32, TF32 disabled;
+  images) and `cifar` (the CIFAR-shaped CNN on 3x32x32 images); all fp32;
 * variants: `pytorch-eager` (cuDNN autotuning on) and `pytorch-compile`
-  (`torch.compile`, default mode; skipped with a warning where it cannot run);
+  (`torch.compile`, default mode; skipped with a warning where it cannot run), both
+  with TF32 disabled; `pytorch-eager-tf32` and `pytorch-compile-tf32` (`--variants
+  eager-tf32,compile-tf32`) allow TF32 in cuDNN and cuBLAS, beside cubenet's
+  `cuda-cubenet-tf32`;
   with `--device cpu`, eager on the CPU as `pytorch-cpu` on `--threads` threads
   (default: every core this process may use), beside cubenet's `ndarray` variants;
 * each point: random data resident on the device, `--warmup` untimed steps, then
@@ -44,7 +47,9 @@ import torch
 from torch import nn
 
 MODELS = ("simple", "lenet", "mlp", "cifar")
-VARIANTS = {"eager": "pytorch-eager", "compile": "pytorch-compile"}
+VARIANTS = {"eager": "pytorch-eager", "compile": "pytorch-compile",
+            "eager-tf32": "pytorch-eager-tf32", "compile-tf32": "pytorch-compile-tf32"}
+COMPILED = ("pytorch-compile", "pytorch-compile-tf32")
 CPU_VARIANT = "pytorch-cpu"  # eager on the CPU; torch.compile is benchmarked on the GPU only
 LEARNING_RATE = 0.1
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081  # the Rust batcher's normalization
@@ -174,11 +179,17 @@ def synchronize():
 
 
 def configure_cuda():
-    """Strict fp32 for a fair comparison (no TF32), and cuDNN autotuning (warm-up covers it)."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    """cuDNN autotuning (warm-up covers it); the precision is set per variant."""
     torch.backends.cudnn.benchmark = True
+
+
+def set_tf32(allowed):
+    """Strict fp32 for a fair comparison with cubenet's default, or TF32 in cuDNN and
+    cuBLAS for the `-tf32` variants."""
+    if DEVICE == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+        torch.backends.cudnn.allow_tf32 = allowed
+        torch.set_float32_matmul_precision("high" if allowed else "highest")
 
 
 def root_cause(error):
@@ -215,11 +226,11 @@ def usable_variants(names):
             log("warning: skipping pytorch-compile on the CPU (benchmarked on the GPU only)")
         return [CPU_VARIANT] if "eager" in names else []
     variants = [VARIANTS[name] for name in names]
-    if "pytorch-compile" in variants:
+    if any(v in COMPILED for v in variants):
         reason = compile_failure()
         if reason is not None:
-            log(f"warning: skipping pytorch-compile, torch.compile failed: {reason}")
-            variants.remove("pytorch-compile")
+            log(f"warning: skipping torch.compile variants, torch.compile failed: {reason}")
+            variants = [v for v in variants if v not in COMPILED]
     return variants
 
 
@@ -228,9 +239,10 @@ def new_trainer(name, filters, variant):
 
     The step has no .item() or other host sync, so the timer sees the GPU work."""
     torch.manual_seed(0)
+    set_tf32(variant.endswith("-tf32"))
     model = build_model(name, filters).to(DEVICE)
     forward = model
-    if variant == "pytorch-compile":
+    if variant in COMPILED:
         # An empty cache per model: static shapes per point, and no recompile limit
         # reached across the many models (past it dynamo would silently run eager).
         torch._dynamo.reset()

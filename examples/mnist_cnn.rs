@@ -15,7 +15,7 @@ use clap::{Parser, ValueEnum};
 use cubenet::backend::BackendKind;
 use cubenet::data::{ImageSource, MnistSource};
 use cubenet::error_line::error_line;
-use cubenet::model::{ImageModelConfig, KernelPath, LeNetConfig, SimpleCnnConfig};
+use cubenet::model::{ImageModelConfig, KernelPath, LeNetConfig, Precision, SimpleCnnConfig};
 use cubenet::train::{ImageRun, ImageTrainingConfig, accuracy_line};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -43,6 +43,10 @@ struct Args {
     /// Who runs the conv·ReLU·pool blocks and linear layers: cubenet's kernels or Burn's ops
     #[arg(long, value_enum, default_value_t = SimpleCnnConfig::new().kernels)]
     kernels: KernelPath,
+    /// How cubenet's kernels multiply in multi-channel convolutions (LeNet's second): fp32,
+    /// or tf32 on the tensor cores (CUDA)
+    #[arg(long, default_value_t = SimpleCnnConfig::new().precision)]
+    precision: Precision,
     #[arg(long, default_value_t = defaults().epochs)]
     epochs: usize,
     #[arg(long, default_value_t = defaults().batch_size)]
@@ -80,11 +84,14 @@ impl Args {
             ModelKind::Simple => ImageModelConfig::Simple(
                 SimpleCnnConfig::new()
                     .with_filters(self.filters)
-                    .with_kernels(self.kernels),
+                    .with_kernels(self.kernels)
+                    .with_precision(self.precision),
             ),
-            ModelKind::Lenet => {
-                ImageModelConfig::Lenet(LeNetConfig::new().with_kernels(self.kernels))
-            }
+            ModelKind::Lenet => ImageModelConfig::Lenet(
+                LeNetConfig::new()
+                    .with_kernels(self.kernels)
+                    .with_precision(self.precision),
+            ),
         };
         ImageTrainingConfig::new(model)
             .with_epochs(self.epochs)

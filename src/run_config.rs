@@ -39,7 +39,7 @@ use crate::data::{
 };
 use crate::model::{
     Activation, CnnConfig, ImageModelConfig, KernelPath, LayerSpecs, LeNetConfig, MlpConfig,
-    SimpleCnnConfig, Task,
+    Precision, SimpleCnnConfig, Task,
 };
 use crate::train::ImageTrainingConfig;
 use crate::train::tabular::{OptimizerConfig, TabularConfig};
@@ -260,6 +260,8 @@ pub enum ModelSection {
         filters: usize,
         #[serde(default = "default_kernels")]
         kernels: KernelPath,
+        #[serde(default = "default_precision")]
+        precision: Precision,
     },
     /// The LeNet-style CNN (images).
     Lenet {
@@ -269,6 +271,8 @@ pub enum ModelSection {
         hidden: usize,
         #[serde(default = "default_lenet_kernels")]
         kernels: KernelPath,
+        #[serde(default = "default_precision")]
+        precision: Precision,
     },
     /// A CNN defined layer by layer (images), e.g. `layers = [{ conv = 32, padding = 1 },
     /// { relu = true }, { pool = 2 }, { dense = "classes" }]`.
@@ -276,6 +280,10 @@ pub enum ModelSection {
         layers: LayerSpecs,
         #[serde(default = "default_cnn_kernels")]
         kernels: KernelPath,
+        /// `tf32`: the multi-channel convolutions on the tensor cores (CUDA), an opt-in
+        /// trade of exactness for speed; the presets take it too.
+        #[serde(default = "default_precision")]
+        precision: Precision,
     },
     /// An MLP (tables, or flattened images).
     Mlp {
@@ -310,6 +318,10 @@ fn default_lenet_kernels() -> KernelPath {
 fn default_cnn_kernels() -> KernelPath {
     CnnConfig::new([1, 1, 1], 1, LayerSpecs::default()).kernels
 }
+/// The layer-by-layer CNN's, which the presets share.
+fn default_precision() -> Precision {
+    CnnConfig::new([1, 1, 1], 1, LayerSpecs::default()).precision
+}
 /// The tabular MLP's default, for flattened images too.
 fn default_activation() -> Activation {
     table_defaults().activation
@@ -320,6 +332,7 @@ impl Default for ModelSection {
         ModelSection::Simple {
             filters: default_filters(),
             kernels: default_kernels(),
+            precision: default_precision(),
         }
     }
 }
@@ -405,25 +418,37 @@ impl RunConfig {
         let job = match &self.data {
             DataSection::Mnist { options, .. } | DataSection::Images { options, .. } => {
                 let model = match &self.model {
-                    ModelSection::Simple { filters, kernels } => ImageModelConfig::Simple(
+                    ModelSection::Simple {
+                        filters,
+                        kernels,
+                        precision,
+                    } => ImageModelConfig::Simple(
                         SimpleCnnConfig::new()
                             .with_filters(*filters)
-                            .with_kernels(*kernels),
+                            .with_kernels(*kernels)
+                            .with_precision(*precision),
                     ),
                     ModelSection::Lenet {
                         channels,
                         hidden,
                         kernels,
+                        precision,
                     } => ImageModelConfig::Lenet(
                         LeNetConfig::new()
                             .with_channels(*channels)
                             .with_hidden(*hidden)
-                            .with_kernels(*kernels),
+                            .with_kernels(*kernels)
+                            .with_precision(*precision),
                     ),
-                    ModelSection::Cnn { layers, kernels } => ImageModelConfig::Cnn(
+                    ModelSection::Cnn {
+                        layers,
+                        kernels,
+                        precision,
+                    } => ImageModelConfig::Cnn(
                         // Input and classes are the images' ([`ImageModelConfig::fit`]).
                         CnnConfig::new([1, 28, 28], NUM_CLASSES, layers.clone())
-                            .with_kernels(*kernels),
+                            .with_kernels(*kernels)
+                            .with_precision(*precision),
                     ),
                     ModelSection::Mlp { task: Some(_), .. }
                     | ModelSection::Mlp {
@@ -701,6 +726,44 @@ mod tests {
                 .contains("epocs")
         );
         assert!(matches!(set("epochs"), Err(ConfigError::Override(_))));
+    }
+
+    #[test]
+    fn precision_reaches_every_cnn_and_defaults_to_fp32() {
+        let precision = |model: &str| {
+            let (resolved, job) = parse(&format!("[data]\nkind = \"mnist\"\n[model]\n{model}"))
+                .unwrap()
+                .resolve()
+                .unwrap();
+            assert_eq!(parse(&resolved.to_toml()).unwrap(), resolved);
+            let Job::Image { config, .. } = job else {
+                panic!("an image job")
+            };
+            match config.model {
+                ImageModelConfig::Simple(c) => c.precision,
+                ImageModelConfig::Lenet(c) => c.precision,
+                ImageModelConfig::Cnn(c) => c.precision,
+                ImageModelConfig::Mlp(_) => panic!("a CNN"),
+            }
+        };
+        let cnn = "kind = \"cnn\"\nlayers = [{ conv = 8 }, { dense = \"classes\" }]\n";
+        assert_eq!(precision("kind = \"lenet\"\n"), Precision::Fp32);
+        assert_eq!(
+            precision("kind = \"simple\"\nprecision = \"tf32\"\n"),
+            Precision::Tf32
+        );
+        assert_eq!(
+            precision("kind = \"lenet\"\nprecision = \"tf32\"\n"),
+            Precision::Tf32
+        );
+        assert_eq!(
+            precision(&format!("{cnn}precision = \"tf32\"\n")),
+            Precision::Tf32
+        );
+        let err =
+            parse("[data]\nkind = \"mnist\"\n[model]\nkind = \"lenet\"\nprecision = \"fp16\"\n")
+                .unwrap_err();
+        assert!(err.to_string().contains("unknown variant `fp16`"), "{err}");
     }
 
     #[test]

@@ -39,16 +39,64 @@ pub type CubeCuda = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32
 #[cfg(feature = "wgpu")]
 pub type CubeWgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u8>;
 
-/// Stride and zero padding of a 2-D convolution, per axis `[h, w]` (dilation 1, one group).
+/// How a convolution's products are computed.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// fp32 multiply-adds, exact to fp32 rounding against the references.
+    #[default]
+    Fp32,
+    /// The multi-channel GEMMs' forward and input gradient on the tensor cores, which read
+    /// each fp32 operand as TF32 (10-bit mantissa) and accumulate in fp32, as PyTorch does
+    /// with `allow_tf32`. Runtimes without TF32 matrix units (or an element type other
+    /// than f32) compute in fp32, as do the weight gradient and every other op.
+    Tf32,
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+        })
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "fp32" => Ok(Precision::Fp32),
+            "tf32" => Ok(Precision::Tf32),
+            other => Err(format!("unknown precision {other:?} (fp32 or tf32)")),
+        }
+    }
+}
+
+/// Stride and zero padding of a 2-D convolution, per axis `[h, w]` (dilation 1, one group),
+/// and the [`Precision`] of its products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConvOptions2d {
     pub stride: [usize; 2],
     pub padding: [usize; 2],
+    pub precision: Precision,
 }
 
 impl ConvOptions2d {
-    pub fn new(stride: [usize; 2], padding: [usize; 2]) -> Self {
-        Self { stride, padding }
+    /// In fp32.
+    pub const fn new(stride: [usize; 2], padding: [usize; 2]) -> Self {
+        Self {
+            stride,
+            padding,
+            precision: Precision::Fp32,
+        }
+    }
+
+    pub fn with_precision(self, precision: Precision) -> Self {
+        Self { precision, ..self }
     }
 
     /// Output size of the convolution with a `kernel`-sized filter over an `input`-sized

@@ -12,8 +12,9 @@ use cubenet_kernels::AutodiffKernelBackend;
 use super::step::{SgdStep, bench_model};
 use super::sweep::Point;
 use super::timing::sync;
+use super::variant::BurnSetup;
 use crate::data::{ImageBatch, ImageBatcher, ImageSubset};
-use crate::model::{ImageModel, KernelPath};
+use crate::model::ImageModel;
 use crate::train::evaluate;
 
 /// What one timed epoch gave.
@@ -36,15 +37,15 @@ pub(super) fn on_device<B: Backend>(subset: &ImageSubset, device: &B::Device) ->
 pub fn time_epoch<B: AutodiffKernelBackend>(
     device: &B::Device,
     point: Point,
-    kernels: KernelPath,
+    setup: BurnSetup,
     warmup: usize,
     train: &ImageSubset,
     test: &ImageSubset,
 ) -> EpochResult {
     let data = on_device::<B>(train, device);
     let images = train.len();
-    let mut model = bench_model::<B>(point, kernels, device);
-    let mut sgd = SgdStep::new(kernels);
+    let mut model = bench_model::<B>(point, setup, device);
+    let mut sgd = SgdStep::new(setup.kernels);
     let mut step = |model: ImageModel<B>, start: usize| {
         let end = images.min(start + point.batch);
         let x = data.images.clone().slice(start..end);

@@ -24,4 +24,4 @@ pub use step::{BENCH_LR, SgdStep, bench_model, random_batch, time_training_step,
 pub use sweep::{BenchModel, BenchPlan, MLP_HIDDEN, Point, Sweep};
 pub use table::FULL_RUNS;
 pub use timing::{Protocol, Timing, sync, time_synced};
-pub use variant::Variant;
+pub use variant::{BurnSetup, Variant};

@@ -31,10 +31,7 @@ struct SeedLayer<B: Backend> {
     bias: FloatTensor<B>,
 }
 
-const CONV: ConvOptions2d = ConvOptions2d {
-    stride: [1, 1],
-    padding: [0, 0],
-};
+const CONV: ConvOptions2d = ConvOptions2d::new([1, 1], [0, 0]);
 const POOL: PoolOptions2d = PoolOptions2d {
     kernel: [2, 2],
     stride: [2, 2],

@@ -108,10 +108,10 @@ impl BackendTask for VariantRun<'_> {
             epoch,
             measured,
         } = self;
-        let (_, kernels) = variant.burn_setup().expect("only Burn variants run here");
+        let setup = variant.burn_setup().expect("only Burn variants run here");
         let protocol = plan.protocol(variant);
         for point in plan.points(variant) {
-            let timing = time_training_step::<B>(&device, point, kernels, protocol);
+            let timing = time_training_step::<B>(&device, point, setup, protocol);
             measured(Measurement::Step(StepRecord {
                 model: point.model,
                 variant,
@@ -123,7 +123,7 @@ impl BackendTask for VariantRun<'_> {
         }
         for point in plan.phase_points(variant) {
             let filters = point.filters.expect("phase points are seed-CNN points");
-            let timings = time_phases::<B>(&device, filters, point.batch, kernels, protocol);
+            let timings = time_phases::<B>(&device, filters, point.batch, setup.kernels, protocol);
             let phases = PHASES
                 .iter()
                 .zip(timings)
@@ -142,7 +142,7 @@ impl BackendTask for VariantRun<'_> {
             let result = time_epoch::<B>(
                 &device,
                 point,
-                kernels,
+                setup,
                 protocol.warmup,
                 &epoch.train,
                 &epoch.test,
@@ -171,11 +171,11 @@ pub fn run_variant(
     epoch: Option<&EpochPlan>,
     measured: &mut dyn FnMut(Measurement),
 ) -> Result<(), BackendError> {
-    let Some((kind, _)) = variant.burn_setup() else {
+    let Some(setup) = variant.burn_setup() else {
         return Err(BackendError::NotRunnable(variant.to_string()));
     };
     run_on(
-        kind,
+        setup.backend,
         VariantRun {
             variant,
             plan,

@@ -9,6 +9,7 @@ use cubenet_kernels::AutodiffKernelBackend;
 
 use super::sweep::Point;
 use super::timing::{Protocol, Timing, time_synced};
+use super::variant::BurnSetup;
 use crate::data::NUM_CLASSES;
 use crate::model::{ImageModel, KernelPath};
 use crate::train::{FusedSgd, FusedSgdConfig};
@@ -38,16 +39,16 @@ pub fn random_batch<B: Backend>(
     (images, targets)
 }
 
-/// A network at a sweep point, seeded, on `device`.
+/// A network at a sweep point as `setup` runs it, seeded, on `device`.
 pub fn bench_model<B: AutodiffKernelBackend>(
     point: Point,
-    kernels: KernelPath,
+    setup: BurnSetup,
     device: &B::Device,
 ) -> ImageModel<B> {
     B::seed(device, 0);
     point
         .model
-        .config(point.filters, kernels)
+        .config(point.filters, setup.kernels, setup.precision)
         .init(device)
         .expect("the benchmark networks have valid geometry")
 }
@@ -121,12 +122,12 @@ pub fn train_step<B: AutodiffKernelBackend>(
 pub fn time_training_step<B: AutodiffKernelBackend>(
     device: &B::Device,
     point: Point,
-    kernels: KernelPath,
+    setup: BurnSetup,
     protocol: Protocol,
 ) -> Timing {
-    let mut model = Some(bench_model::<B>(point, kernels, device));
+    let mut model = Some(bench_model::<B>(point, setup, device));
     let (images, targets) = random_batch::<B>(point.batch, point.model.input(), device);
-    let mut step = SgdStep::new(kernels);
+    let mut step = SgdStep::new(setup.kernels);
     time_synced::<B>(device, protocol, || {
         let current = model
             .take()

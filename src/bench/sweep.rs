@@ -10,7 +10,7 @@ use super::variant::Variant;
 use crate::data::{IMAGE_PIXELS, IMAGE_SIDE, NUM_CLASSES};
 use crate::model::{
     Activation, CnnConfig, ConvSpec, ImageModelConfig, KernelPath, LayerSpec, LeNetConfig,
-    MlpConfig, SimpleCnnConfig, Width,
+    MlpConfig, Precision, SimpleCnnConfig, Width,
 };
 
 /// Hidden widths of the benchmark's MLP (784 → 256 → 128 → 10, ReLU).
@@ -48,14 +48,24 @@ pub const CIFAR_FILTERS: [usize; 3] = [64, 128, 256];
 
 impl BenchModel {
     /// The network's configuration; `filters` only matters for [`BenchModel::Simple`].
-    pub fn config(self, filters: Option<usize>, kernels: KernelPath) -> ImageModelConfig {
+    pub fn config(
+        self,
+        filters: Option<usize>,
+        kernels: KernelPath,
+        precision: Precision,
+    ) -> ImageModelConfig {
         match self {
             BenchModel::Simple => ImageModelConfig::Simple(
                 SimpleCnnConfig::new()
                     .with_filters(filters.unwrap_or(SimpleCnnConfig::new().filters))
-                    .with_kernels(kernels),
+                    .with_kernels(kernels)
+                    .with_precision(precision),
             ),
-            BenchModel::Lenet => ImageModelConfig::Lenet(LeNetConfig::new().with_kernels(kernels)),
+            BenchModel::Lenet => ImageModelConfig::Lenet(
+                LeNetConfig::new()
+                    .with_kernels(kernels)
+                    .with_precision(precision),
+            ),
             BenchModel::Mlp => ImageModelConfig::Mlp(
                 MlpConfig::new(IMAGE_PIXELS, MLP_HIDDEN.to_vec(), NUM_CLASSES)
                     .with_activation(Activation::Relu),
@@ -73,7 +83,9 @@ impl BenchModel {
                     .collect();
                 layers.push(LayerSpec::Dense(Width::Classes));
                 ImageModelConfig::Cnn(
-                    CnnConfig::new(self.input(), NUM_CLASSES, layers.into()).with_kernels(kernels),
+                    CnnConfig::new(self.input(), NUM_CLASSES, layers.into())
+                        .with_kernels(kernels)
+                        .with_precision(precision),
                 )
             }
         }

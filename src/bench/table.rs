@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::report::{PhaseRecord, Report, StepRecord};
 use super::sweep::{BenchModel, Point};
 use super::variant::Variant;
+use crate::model::Precision;
 
 /// Fewer timed steps than this are flagged in the tables (the bar is 20).
 pub const FULL_RUNS: usize = 20;
@@ -16,6 +17,14 @@ const GPU_BASELINES: [Variant; 4] = [
     Variant::NdarraySingleThread,
     Variant::PytorchEager,
     Variant::PytorchCompile,
+];
+
+/// The variants a TF32 variant's speedups are given against: its own fp32 run and PyTorch
+/// with TF32 allowed.
+const TF32_BASELINES: [Variant; 3] = [
+    Variant::CudaCubenet,
+    Variant::PytorchEagerTf32,
+    Variant::PytorchCompileTf32,
 ];
 
 /// The variants an all-cores CPU variant's speedups are given against: PyTorch on the same
@@ -84,6 +93,7 @@ impl Report {
             out.push('\n');
             for cubenet in [
                 Variant::CudaCubenet,
+                Variant::CudaCubenetTf32,
                 Variant::WgpuCubenet,
                 Variant::Ndarray,
                 Variant::NdarraySingleThread,
@@ -100,6 +110,8 @@ impl Report {
     fn speedups(&self, out: &mut String, model: BenchModel, cubenet: Variant, points: &[Point]) {
         let baselines = if cubenet.is_single_thread() {
             &[][..]
+        } else if cubenet.precision() == Precision::Tf32 {
+            &TF32_BASELINES[..]
         } else if cubenet.is_cpu() {
             &CPU_BASELINES[..]
         } else {

@@ -6,7 +6,15 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendKind;
-use crate::model::KernelPath;
+use crate::model::{KernelPath, Precision};
+
+/// A Burn variant's backend, kernel path and convolution precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BurnSetup {
+    pub backend: BackendKind,
+    pub kernels: KernelPath,
+    pub precision: Precision,
+}
 
 /// One column of the comparison.
 #[derive(
@@ -41,6 +49,9 @@ pub enum Variant {
     CudaBurn,
     /// CUDA, cubenet's kernels.
     CudaCubenet,
+    /// CUDA, cubenet's kernels with the multi-channel convolutions in TF32 on the tensor
+    /// cores (opt-in; not run by default).
+    CudaCubenetTf32,
     /// wgpu (Vulkan), Burn's own kernels.
     WgpuBurn,
     /// wgpu (Vulkan), cubenet's kernels.
@@ -49,41 +60,69 @@ pub enum Variant {
     PytorchEager,
     /// PyTorch with `torch.compile` (from `bench/pytorch_reference.py`).
     PytorchCompile,
+    /// PyTorch eager with TF32 allowed in cuDNN and cuBLAS.
+    PytorchEagerTf32,
+    /// `torch.compile` with TF32 allowed.
+    PytorchCompileTf32,
     /// PyTorch eager on the CPU (from `bench/pytorch_reference.py --device cpu`).
     PytorchCpu,
 }
 
 impl Variant {
     /// Every variant, in table order.
-    pub const ALL: [Variant; 11] = [
+    pub const ALL: [Variant; 14] = [
         Variant::Ndarray,
         Variant::NdarrayBurn,
         Variant::NdarraySingleThread,
         Variant::NdarrayBurnSingleThread,
         Variant::CudaBurn,
         Variant::CudaCubenet,
+        Variant::CudaCubenetTf32,
         Variant::WgpuBurn,
         Variant::WgpuCubenet,
         Variant::PytorchEager,
         Variant::PytorchCompile,
+        Variant::PytorchEagerTf32,
+        Variant::PytorchCompileTf32,
         Variant::PytorchCpu,
     ];
 
-    /// The Burn backend and kernel path this variant runs; `None` for the PyTorch ones,
-    /// which only arrive through a merged report.
-    pub fn burn_setup(self) -> Option<(BackendKind, KernelPath)> {
-        match self {
+    /// What this variant runs on Burn; `None` for the PyTorch ones, which only arrive
+    /// through a merged report.
+    pub fn burn_setup(self) -> Option<BurnSetup> {
+        let (backend, kernels) = match self {
             Variant::Ndarray | Variant::NdarraySingleThread => {
-                Some((BackendKind::Ndarray, KernelPath::Custom))
+                (BackendKind::Ndarray, KernelPath::Custom)
             }
             Variant::NdarrayBurn | Variant::NdarrayBurnSingleThread => {
-                Some((BackendKind::Ndarray, KernelPath::Burn))
+                (BackendKind::Ndarray, KernelPath::Burn)
             }
-            Variant::CudaBurn => Some((BackendKind::Cuda, KernelPath::Burn)),
-            Variant::CudaCubenet => Some((BackendKind::Cuda, KernelPath::Custom)),
-            Variant::WgpuBurn => Some((BackendKind::Wgpu, KernelPath::Burn)),
-            Variant::WgpuCubenet => Some((BackendKind::Wgpu, KernelPath::Custom)),
-            Variant::PytorchEager | Variant::PytorchCompile | Variant::PytorchCpu => None,
+            Variant::CudaBurn => (BackendKind::Cuda, KernelPath::Burn),
+            Variant::CudaCubenet | Variant::CudaCubenetTf32 => {
+                (BackendKind::Cuda, KernelPath::Custom)
+            }
+            Variant::WgpuBurn => (BackendKind::Wgpu, KernelPath::Burn),
+            Variant::WgpuCubenet => (BackendKind::Wgpu, KernelPath::Custom),
+            Variant::PytorchEager
+            | Variant::PytorchCompile
+            | Variant::PytorchEagerTf32
+            | Variant::PytorchCompileTf32
+            | Variant::PytorchCpu => return None,
+        };
+        Some(BurnSetup {
+            backend,
+            kernels,
+            precision: self.precision(),
+        })
+    }
+
+    /// How the variant's convolutions multiply.
+    pub fn precision(self) -> Precision {
+        match self {
+            Variant::CudaCubenetTf32 | Variant::PytorchEagerTf32 | Variant::PytorchCompileTf32 => {
+                Precision::Tf32
+            }
+            _ => Precision::Fp32,
         }
     }
 
@@ -108,11 +147,14 @@ impl Variant {
         )
     }
 
-    /// The variants of this build's backends: what `backend_swap` runs by default.
+    /// The fp32 variants of this build's backends: what `cubenet bench` runs by default.
     pub fn compiled() -> Vec<Variant> {
         Variant::ALL
             .into_iter()
-            .filter(|v| v.burn_setup().is_some_and(|(kind, _)| kind.is_compiled()))
+            .filter(|v| {
+                v.burn_setup()
+                    .is_some_and(|s| s.backend.is_compiled() && s.precision == Precision::Fp32)
+            })
             .collect()
     }
 

@@ -6,7 +6,7 @@ use std::fmt;
 
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Relu};
 use burn::prelude::*;
-use cubenet_kernels::{ConvOptions2d, KernelBackend, NO_ARGMAX, PoolOptions2d};
+use cubenet_kernels::{ConvOptions2d, KernelBackend, NO_ARGMAX, PoolOptions2d, Precision};
 
 use super::geometry::{check_nonzero, conv_output, pool_output};
 use super::{
@@ -25,6 +25,9 @@ pub struct CnnConfig {
     /// Which implementation runs the convolutions, pools and dense layers.
     #[config(default = "KernelPath::Custom")]
     pub kernels: KernelPath,
+    /// How cubenet's kernels multiply in the convolutions (`tf32`: on the tensor cores).
+    #[config(default = "Precision::Fp32")]
+    pub precision: Precision,
 }
 
 /// One image's activations between two layers.
@@ -266,7 +269,8 @@ impl CnnConfig {
                     let block = ConvBlock::new(
                         [input.features(), conv.filters],
                         [conv.kernel; 2],
-                        ConvOptions2d::new([conv.stride; 2], [conv.padding; 2]),
+                        ConvOptions2d::new([conv.stride; 2], [conv.padding; 2])
+                            .with_precision(self.precision),
                         after,
                         self.kernels,
                         device,

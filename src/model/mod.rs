@@ -18,6 +18,8 @@ pub use activation::Activation;
 pub use classifier::{ImageModel, ImageModelConfig};
 pub use cnn::{Cnn, CnnConfig, CnnSummary, LayerSummary, Shape};
 pub use conv_block::{AfterConv, ConvBlock};
+/// How the convolutions multiply: a setting of the CNN configs.
+pub use cubenet_kernels::Precision;
 pub use dense::Dense;
 pub use geometry::{Size2, conv_output, pool_output};
 pub use kernel_path::KernelPath;

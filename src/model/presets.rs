@@ -4,6 +4,8 @@
 
 use burn::prelude::*;
 
+use cubenet_kernels::Precision;
+
 use super::{Cnn, CnnConfig, ConvSpec, KernelPath, LayerSpec, ModelError, Width};
 
 /// The seed CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → dense to the classes.
@@ -24,6 +26,9 @@ pub struct SimpleCnnConfig {
     /// Which implementation runs the conv·ReLU·pool block and the dense layer.
     #[config(default = "KernelPath::Custom")]
     pub kernels: KernelPath,
+    /// How cubenet's kernels multiply in the convolution (see [`CnnConfig::precision`]).
+    #[config(default = "Precision::Fp32")]
+    pub precision: Precision,
 }
 
 impl SimpleCnnConfig {
@@ -40,7 +45,7 @@ impl SimpleCnnConfig {
             layers,
             self.image_size,
             self.num_classes,
-            self.kernels,
+            (self.kernels, self.precision),
             self.exact_pooling,
         )
     }
@@ -73,6 +78,9 @@ pub struct LeNetConfig {
     /// Which implementation runs the conv·ReLU·pool blocks and the dense layers.
     #[config(default = "KernelPath::Custom")]
     pub kernels: KernelPath,
+    /// How cubenet's kernels multiply in the convolutions (see [`CnnConfig::precision`]).
+    #[config(default = "Precision::Fp32")]
+    pub precision: Precision,
 }
 
 impl LeNetConfig {
@@ -95,7 +103,7 @@ impl LeNetConfig {
             layers,
             self.image_size,
             self.num_classes,
-            self.kernels,
+            (self.kernels, self.precision),
             self.exact_pooling,
         )
     }
@@ -111,11 +119,13 @@ fn preset(
     layers: Vec<LayerSpec>,
     image_size: usize,
     classes: usize,
-    kernels: KernelPath,
+    (kernels, precision): (KernelPath, Precision),
     exact_pooling: bool,
 ) -> Result<CnnConfig, ModelError> {
     let input = [1, image_size, image_size];
-    let cnn = CnnConfig::new(input, classes, layers.into()).with_kernels(kernels);
+    let cnn = CnnConfig::new(input, classes, layers.into())
+        .with_kernels(kernels)
+        .with_precision(precision);
     if exact_pooling {
         cnn.check_exact_pooling()?;
     }

@@ -229,7 +229,7 @@ fn real_epoch_trains_on_device_resident_mnist() {
     let result = time_epoch::<Autodiff<NdArray>>(
         &device,
         point(BenchModel::Mlp, 100, None),
-        KernelPath::Burn,
+        Variant::NdarrayBurn.burn_setup().unwrap(),
         1,
         &train,
         &test,

@@ -15,7 +15,7 @@ use super::layout::{dims4, unit_stride_rows};
 use super::pool;
 use crate::kernels::conv::{conv2d_forward, conv2d_input_grad, conv2d_input_grad_rows};
 use crate::kernels::geometry::Window;
-use crate::{ConvOptions2d, GradsWanted, LayerGrads};
+use crate::{ConvOptions2d, GradsWanted, LayerGrads, Precision};
 
 /// Units per cube of the conv input gradient (one input position each, or one run of
 /// [`INPUT_GRAD_COLS`] at stride 1), and the most input channels each unit computes from
@@ -36,6 +36,8 @@ pub(crate) struct ConvOperands<R: CubeRuntime> {
     pub window: Window,
     /// Height and width of the convolution's output.
     pub out_size: [usize; 2],
+    /// How the multi-channel GEMMs multiply (see [`conv_gemm`]).
+    pub precision: Precision,
 }
 
 impl<R: CubeRuntime> ConvOperands<R> {
@@ -46,6 +48,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
         Self {
             window: Window::new(kernel, options.stride, options.padding),
             out_size: options.output_size([x_dims[2], x_dims[3]], kernel),
+            precision: options.precision,
             x,
             weight,
             x_dims,

@@ -1,11 +1,15 @@
 //! Launches of the implicit-GEMM convolution ([`crate::kernels::conv_gemm`] and
 //! [`crate::kernels::conv_gemm_weight_grad`]): the forward of a multi-channel convolution,
 //! fused with ReLU and a 2×2 stride-2 max-pool or alone, the input gradient of a stride-1
-//! one, and the partial sums of the weight and bias gradients.
+//! one, and the partial sums of the weight and bias gradients. Forward and input gradient
+//! run on the tensor cores ([`crate::kernels::conv_gemm_tf32`]) at [`Precision::Tf32`].
 
+use burn::tensor::DType;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
+use cubecl::ir::features::MmaConfig;
+use cubecl::ir::{ElemType, FloatKind};
 use cubecl::prelude::*;
 
 use super::alloc::empty_like;
@@ -14,7 +18,9 @@ use super::grid::sm_count;
 use super::launch::launch;
 use super::layout::dims4;
 use super::pool::argmax_storage;
+use crate::Precision;
 use crate::kernels::conv_gemm::{CUBE_UNITS, Tile, conv_gemm};
+use crate::kernels::conv_gemm_tf32::{TensorTile, conv_gemm_tf32};
 use crate::kernels::conv_gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
 use crate::kernels::geometry::Window;
 
@@ -71,7 +77,8 @@ pub(crate) fn input_grad_window<R: CubeRuntime>(operands: &ConvOperands<R>) -> O
     })
 }
 
-/// Launches [`conv_gemm`] of `src` with `weight` into `output` (a 4-D map of `cols`
+/// Launches [`conv_gemm`] (or, at [`Precision::Tf32`] where the runtime has TF32 matrix
+/// units, [`conv_gemm_tf32`]) of `src` with `weight` into `output` (a 4-D map of `cols`
 /// channels), over a grid of `quads` = [quads_h, quads_w] per image; with `argmax`, `output`
 /// is the pooled map and the quads are its pool windows.
 #[allow(clippy::too_many_arguments)]
@@ -84,31 +91,63 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
     quads: [usize; 2],
     window: Window,
     transposed: bool,
+    precision: Precision,
 ) {
     let [batch, cols, _, _] = dims4(output);
     let grid_quads = batch * quads[0] * quads[1];
-    let tile = tile_for(grid_quads, cols, sm_count(&src.client));
-    let count = CubeCount::Static(
-        grid_quads.div_ceil(tile.quads() as usize) as u32,
-        cols.div_ceil(tile.columns() as usize) as u32,
-        1,
-    );
-    launch!(conv_gemm::<F, R>(
-        output,
-        count,
-        CubeDim::new_1d(CUBE_UNITS),
-        src.into_tensor_arg(),
-        weight.into_tensor_arg(),
-        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
-        output.clone().into_tensor_arg(),
-        argmax.map(|a| a.clone().into_tensor_arg()).into(),
-        quads[0] as u32,
-        quads[1] as u32,
-        window,
-        transposed,
-        tile,
-        argmax_storage(argmax),
-    ));
+    // The two kernels take the same arguments, each with its own tile type.
+    macro_rules! launch_tiled {
+        ($kernel:ident, $tile:expr) => {{
+            let tile = $tile;
+            let count = CubeCount::Static(
+                grid_quads.div_ceil(tile.quads() as usize) as u32,
+                cols.div_ceil(tile.columns() as usize) as u32,
+                1,
+            );
+            launch!($kernel::<F, R>(
+                output,
+                count,
+                CubeDim::new_1d(CUBE_UNITS),
+                src.into_tensor_arg(),
+                weight.into_tensor_arg(),
+                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
+                output.clone().into_tensor_arg(),
+                argmax.map(|a| a.clone().into_tensor_arg()).into(),
+                quads[0] as u32,
+                quads[1] as u32,
+                window,
+                transposed,
+                tile,
+                argmax_storage(argmax),
+            ));
+        }};
+    }
+    if precision == Precision::Tf32 && F::dtype() == DType::F32 && has_tf32_units(&src.client) {
+        let narrow = cols <= TensorTile::NARROW.columns() as usize;
+        let tile = if narrow {
+            TensorTile::NARROW
+        } else {
+            TensorTile::WIDE
+        };
+        launch_tiled!(conv_gemm_tf32, tile);
+    } else {
+        let tile = tile_for(grid_quads, cols, sm_count(&src.client));
+        launch_tiled!(conv_gemm, tile);
+    }
+}
+
+/// Whether `client`'s runtime multiplies TF32 matrices (16 × 16 × 8, fp32 sums) on matrix
+/// units: CUDA from compute capability 8.0 on.
+fn has_tf32_units<R: CubeRuntime>(client: &ComputeClient<R>) -> bool {
+    let tf32 = ElemType::Float(FloatKind::TF32).into();
+    client.features().matmul.cmma.contains(&MmaConfig {
+        a_type: tf32,
+        b_type: tf32,
+        cd_type: ElemType::Float(FloatKind::F32).into(),
+        m: 16,
+        n: 16,
+        k: 8,
+    })
 }
 
 /// The tile of a GEMM of `quads` quads (of four rows) and `cols` columns on a GPU of `sms`
@@ -152,6 +191,7 @@ pub(crate) fn forward_relu_pool<R: CubeRuntime, F: FloatElement>(
         [pooled_h, pooled_w],
         operands.window,
         false,
+        operands.precision,
     );
 }
 
@@ -175,6 +215,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         quads,
         operands.window,
         false,
+        operands.precision,
     );
     output
 }
@@ -198,6 +239,7 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
         quads_over([h, w]),
         window,
         true,
+        operands.precision,
     );
     x_grad
 }

@@ -222,7 +222,7 @@ impl UnitTile {
 /// Where one quad's patch values lie in `src`: its image, and the top-left corner of its
 /// patch in padding-shifted coordinates (so they stay unsigned).
 #[derive(CubeType)]
-struct QuadPatch {
+pub struct QuadPatch {
     image: usize,
     channel_stride: usize,
     row_stride: usize,
@@ -237,7 +237,7 @@ struct QuadPatch {
 #[cube]
 impl QuadPatch {
     /// Quad `quad` (counted over the batch) of a `quads_h` × `quads_w` grid per image.
-    fn of<F: Float>(
+    pub fn of<F: Float>(
         src: &Tensor<F>,
         quad: usize,
         quads_h: u32,
@@ -261,7 +261,7 @@ impl QuadPatch {
 
     /// The quad's 2×2 block of patch values at depth `k` (= channel · taps + tap); zeros in
     /// the padding and past the depth or the batch.
-    fn at<F: Float>(
+    pub fn at<F: Float>(
         &self,
         src: &Tensor<F>,
         k: usize,
@@ -327,7 +327,7 @@ pub fn quad_values<F: Float>(
 /// kw]. Transposed: `weight` is [channels, cols, kh, kw] and the tap is flipped.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn load_filters<F: Float>(
+pub fn load_filters<F: Float>(
     weight: &Tensor<F>,
     k: usize,
     depth: usize,
@@ -357,11 +357,8 @@ fn load_filters<F: Float>(
 }
 
 /// The convolution (+ bias) over the cube's `tile`: X picks its quads of the `quads_h` ×
-/// `quads_w` quad grid per image, Y its columns. Without `argmax`, `output` is [N, cols,
-/// out_h, out_w] and gets every position (quads past an odd edge are dropped). With it,
-/// `output` and `argmax` are the pooled [N, cols, quads_h, quads_w] of a 2×2 stride-2
-/// unpadded pool after ReLU: max(0, max over the quad) and the first maximal position if
-/// positive, else [`NO_ARGMAX`].
+/// `quads_w` quad grid per image, Y its columns; [`write_quad`] writes them, pooled under
+/// an `argmax`.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn conv_gemm<F: Float, A: Int>(
@@ -386,61 +383,79 @@ pub fn conv_gemm<F: Float, A: Int>(
         tile,
     );
 
-    let plane_quads = (quads_h * quads_w) as usize;
     let own = UnitTile::of(tile);
     #[unroll]
     for e in 0..2u32 {
         let quad = first_quad + (own.row + e * comptime!(tile.units_down())) as usize;
-        let n = quad / plane_quads;
-        let in_plane = quad % plane_quads;
-        if n < output.shape(0) {
+        #[unroll]
+        for v in 0..comptime!(tile.unit_vectors) {
             #[unroll]
-            for v in 0..comptime!(tile.unit_vectors) {
+            for j in 0..4u32 {
+                let col = first_col
+                    + ((own.column + v * comptime!(tile.units_across())) * 4 + j) as usize;
+                let mut quad_sums = Vector::<F, Four>::new(F::new(0.0));
                 #[unroll]
-                for j in 0..4u32 {
-                    let col = first_col
-                        + ((own.column + v * comptime!(tile.units_across())) * 4 + j) as usize;
-                    if col < cols {
-                        let b: ComptimeOption<F> = bias.map(|bias| bias[col]);
-                        let b = b.unwrap_or_default();
-                        let mut quad_sums = Vector::<F, Four>::new(b);
-                        #[unroll]
-                        for r in 0..4usize {
-                            quad_sums[r] += sums[(8 * v + 4 * e) as usize + r][j as usize];
-                        }
-                        #[comptime]
-                        match argmax {
-                            ComptimeOption::Some(argmax) => {
-                                let o = (n * cols + col) * plane_quads + in_plane;
-                                let mut best = F::new(0.0);
-                                let mut best_offset = NO_ARGMAX.runtime();
-                                #[unroll]
-                                for r in 0..4u32 {
-                                    if quad_sums[r as usize] > best {
-                                        best = quad_sums[r as usize];
-                                        best_offset = r;
-                                    }
-                                }
-                                output[o] = best;
-                                argmax[o] = A::cast_from(best_offset);
-                            }
-                            ComptimeOption::None => {
-                                let out_h = output.shape(2) as u32;
-                                let out_w = output.shape(3) as u32;
-                                let plane = (n * cols + col) * (out_h * out_w) as usize;
-                                let qh = in_plane as u32 / quads_w;
-                                let qw = in_plane as u32 % quads_w;
-                                #[unroll]
-                                for r in 0..4u32 {
-                                    let oh = qh * 2 + r / 2;
-                                    let ow = qw * 2 + r % 2;
-                                    if oh < out_h && ow < out_w {
-                                        output[plane + (oh * out_w + ow) as usize] =
-                                            quad_sums[r as usize];
-                                    }
-                                }
-                            }
-                        }
+                for r in 0..4usize {
+                    quad_sums[r] = sums[(8 * v + 4 * e) as usize + r][j as usize];
+                }
+                write_quad::<F, A>(output, argmax, bias, quad_sums, quad, col, quads_h, quads_w);
+            }
+        }
+    }
+}
+
+/// Writes the sums of quad `quad` (counted over the batch) for column `col`, plus its
+/// bias, if both are in range. Without `argmax`, `output` is [N, cols, out_h, out_w] and
+/// gets the quad's positions inside the map. With it, `output` and `argmax` are the pooled
+/// [N, cols, quads_h, quads_w] of a 2×2 stride-2 unpadded pool after ReLU: max(0, max over
+/// the quad) and the first maximal position if positive, else [`NO_ARGMAX`].
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub fn write_quad<F: Float, A: Int>(
+    output: &mut Tensor<F>,
+    argmax: &mut ComptimeOption<Tensor<A>>,
+    bias: &ComptimeOption<Tensor<F>>,
+    sums: Vector<F, Four>,
+    quad: usize,
+    col: usize,
+    quads_h: u32,
+    quads_w: u32,
+) {
+    let cols = output.shape(1);
+    let plane_quads = (quads_h * quads_w) as usize;
+    let n = quad / plane_quads;
+    let in_plane = quad % plane_quads;
+    if n < output.shape(0) && col < cols {
+        let b: ComptimeOption<F> = bias.map(|bias| bias[col]);
+        let quad_sums = sums + Vector::new(b.unwrap_or_default());
+        #[comptime]
+        match argmax {
+            ComptimeOption::Some(argmax) => {
+                let o = (n * cols + col) * plane_quads + in_plane;
+                let mut best = F::new(0.0);
+                let mut best_offset = NO_ARGMAX.runtime();
+                #[unroll]
+                for r in 0..4u32 {
+                    if quad_sums[r as usize] > best {
+                        best = quad_sums[r as usize];
+                        best_offset = r;
+                    }
+                }
+                output[o] = best;
+                argmax[o] = A::cast_from(best_offset);
+            }
+            ComptimeOption::None => {
+                let out_h = output.shape(2) as u32;
+                let out_w = output.shape(3) as u32;
+                let plane = (n * cols + col) * (out_h * out_w) as usize;
+                let qh = in_plane as u32 / quads_w;
+                let qw = in_plane as u32 % quads_w;
+                #[unroll]
+                for r in 0..4u32 {
+                    let oh = qh * 2 + r / 2;
+                    let ow = qw * 2 + r % 2;
+                    if oh < out_h && ow < out_w {
+                        output[plane + (oh * out_w + ow) as usize] = quad_sums[r as usize];
                     }
                 }
             }

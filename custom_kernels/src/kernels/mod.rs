@@ -10,6 +10,7 @@
 
 pub mod conv;
 pub mod conv_gemm;
+pub mod conv_gemm_tf32;
 pub mod conv_gemm_weight_grad;
 pub mod conv_weight_grad;
 pub mod cube_sum;

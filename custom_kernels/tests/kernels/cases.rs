@@ -85,6 +85,16 @@ impl ConvCase {
         Self::layer(8, [16, 128], 72, 3, 1)
     }
 
+    /// LeNet's second layer (whose input gradient has 32 columns) and the CIFAR-shaped
+    /// network's second and third, on small maps to keep the software GPU quick.
+    pub fn network_layers() -> [Self; 3] {
+        [
+            Self::layer(2, [32, 64], 14, 5, 0),
+            Self::layer(1, [64, 128], 8, 3, 1),
+            Self::layer(1, [128, 256], 4, 3, 1),
+        ]
+    }
+
     /// The seed CNN's layer: conv 3x3 (1 → `filters`) with bias over `batch` 28x28 images.
     pub fn seed_cnn(batch: usize, filters: usize) -> Self {
         Self {

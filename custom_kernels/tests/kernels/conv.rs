@@ -1,15 +1,16 @@
-//! `conv2d` forward and all three gradients against Burn's conv2d.
+//! `conv2d` forward and all three gradients against Burn's conv2d, in fp32 and in TF32.
 
 use burn::prelude::*;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
-use cubenet_kernels::AutodiffKernelBackend;
+use cubenet_kernels::{AutodiffKernelBackend, Precision};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::cases::{CASES, ConvCase, values};
 use crate::harness::{
-    KernelCheck, LayerResult, Reference, compare_results, floats, on_each_backend, tensor,
+    KernelCheck, LayerResult, Reference, TOLERANCE, compare_results_within, floats,
+    on_each_backend, tensor, tolerance_at,
 };
 
 /// Inputs of one conv case, as host data, and the output's incoming gradient.
@@ -88,22 +89,33 @@ pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {
     ConvOptions::new(case.options.stride, case.options.padding, [1, 1], 1)
 }
 
-struct ConvCheck;
+/// `random_cases` of the seeded random sequence `base`, then a large grid and the networks'
+/// layers, at `precision`.
+struct ConvCheck {
+    precision: Precision,
+    base: u64,
+    random_cases: u64,
+}
 
 impl KernelCheck for ConvCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let mut worst = 0f64;
-        let cases = (0..CASES)
-            .map(|index| ConvCase::random(1, index))
-            .chain([ConvCase::large_grid()]);
+        let cases = (0..self.random_cases)
+            .map(|index| ConvCase::random(self.base, index))
+            .chain([ConvCase::large_grid()])
+            .chain(ConvCase::network_layers());
+        // TF32 products touch the output and the input gradient; the weight and bias
+        // gradients multiply in fp32 at either precision.
+        let tolerances = [tolerance_at(self.precision), TOLERANCE];
         let mut count = 0;
         for case in cases {
             count += 1;
             let [oh, ow] = case.output_size();
             let out_shape = [case.batch, case.c_out, oh, ow];
             let data = ConvData::random(&case, out_shape.iter().product());
+            let options = case.options.with_precision(self.precision);
             let ours = run_conv_like::<B>(&case, &data, out_shape, device, |x, w, b| {
-                cubenet_kernels::conv2d(x, w, b, case.options)
+                cubenet_kernels::conv2d(x, w, b, options)
             });
             let reference = run_conv_like::<Reference>(
                 &case,
@@ -112,7 +124,10 @@ impl KernelCheck for ConvCheck {
                 &Default::default(),
                 |x, w, b| module::conv2d(x, w, b, burn_conv_options(&case)),
             );
-            worst = worst.max(compare_results(&format!("{case:?}"), &ours, &reference));
+            let label = format!("{case:?} at {}", self.precision);
+            worst = worst.max(compare_results_within(
+                &label, &ours, &reference, tolerances,
+            ));
         }
         (count, worst)
     }
@@ -120,5 +135,22 @@ impl KernelCheck for ConvCheck {
 
 #[test]
 fn conv2d_matches_burn() {
-    on_each_backend("conv2d forward + x/weight/bias grads", ConvCheck);
+    let check = ConvCheck {
+        precision: Precision::Fp32,
+        base: 1,
+        random_cases: CASES,
+    };
+    on_each_backend("conv2d forward + x/weight/bias grads", check);
+}
+
+/// Fewer random cases than in fp32: where there are no TF32 matrix units (the CPU, Vulkan)
+/// the setting runs the fp32 kernels again.
+#[test]
+fn conv2d_in_tf32_matches_burn_within_tf32_rounding() {
+    let check = ConvCheck {
+        precision: Precision::Tf32,
+        base: 5,
+        random_cases: CASES / 2,
+    };
+    on_each_backend("conv2d in TF32, forward + x/weight/bias grads", check);
 }

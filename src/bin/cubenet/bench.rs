@@ -168,7 +168,9 @@ impl Args {
                 None => bail!(
                     "{v} is measured by bench/pytorch_reference.py; pass its JSON with --merge"
                 ),
-                Some((kind, _)) if !kind.is_compiled() => Err(BackendError::NotCompiled(kind))?,
+                Some(setup) if !setup.backend.is_compiled() => {
+                    Err(BackendError::NotCompiled(setup.backend))?
+                }
                 Some(_) => {}
             }
         }

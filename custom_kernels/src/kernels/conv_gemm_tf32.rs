@@ -1,0 +1,343 @@
+//! The implicit-GEMM convolution of [`super::conv_gemm`] on the tensor cores, in TF32: the
+//! same rows (quads of conv output positions), columns (filters) and depth (input channel,
+//! kernel row, kernel column), the same patch and filter loaders, the same epilogue
+//! ([`write_quad`]: bias, and ReLU + 2×2 pool under an argmax).
+//!
+//! Why: the fp32 kernels run the FMA pipe at ≈ 55–60% and cannot go faster than its peak
+//! (67 TFLOP/s on an H100); the tensor cores multiply TF32 several times faster. The cube
+//! stages 32-deep slices of the patches and filters in shared memory as the fp32 kernel
+//! does, and each of its eight warps multiplies a 32 × 32 block of the tile out of them
+//! with 16 × 16 × 8 matrix products (CubeCL's `cmma`), accumulating in fp32 fragments. The
+//! fragments then go through shared memory so the epilogue sees whole quads.
+//!
+//! The tensor cores read each fp32 operand's top 19 bits (TF32's 10-bit mantissa): a
+//! product is within ≈ 2⁻⁹ of its fp32 value, sums accumulate in fp32.
+
+use cubecl::prelude::*;
+
+use super::conv_gemm::{CUBE_UNITS, Four, QuadPatch, load_filters, write_quad};
+use super::geometry::Window;
+
+/// Depth of one shared-memory slice: four matrix products deep.
+pub const SLICE_DEPTH: u32 = 32;
+/// Rows and columns of one matrix product (its depth is [`PRODUCT_DEPTH`]).
+const PRODUCT_SIDE: u32 = 16;
+const PRODUCT_DEPTH: u32 = 8;
+/// Warps per cube, and the products side by side in a warp's 32 × 32 block.
+const WARPS: u32 = 8;
+const WARP_PRODUCTS: u32 = 2;
+/// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
+const FRAGMENT_ALIGN: usize = 32;
+/// Vectors (of 4) padding each staged row: a matrix load reads 8 adjacent values at each
+/// of 4 depths; rows 8 values longer than a multiple of 32 put those 32 in 32 banks (Nsight
+/// Compute, H100, unpadded: the L1/shared pipe at 85%, the tensor pipe mostly idle).
+const ROW_PAD: u32 = 2;
+
+/// A tile's shape: how many warps (of 32 × 32 outputs each) sit side by side along the
+/// columns; the others sit below them along the rows.
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct TensorTile {
+    pub warps_across: u32,
+}
+
+impl TensorTile {
+    /// 128 rows × 64 columns.
+    pub const WIDE: TensorTile = TensorTile { warps_across: 2 };
+    /// 256 rows × 32 columns, for GEMMs of at most 32 columns.
+    pub const NARROW: TensorTile = TensorTile { warps_across: 1 };
+
+    fn warps_down(self) -> u32 {
+        WARPS / self.warps_across
+    }
+
+    /// Rows per tile.
+    fn rows(self) -> u32 {
+        self.warps_down() * WARP_PRODUCTS * PRODUCT_SIDE
+    }
+
+    /// Quads (of four rows) per tile.
+    pub fn quads(self) -> u32 {
+        self.rows() / 4
+    }
+
+    /// Columns per tile.
+    pub fn columns(self) -> u32 {
+        self.warps_across * WARP_PRODUCTS * PRODUCT_SIDE
+    }
+
+    /// Vectors of four columns per tile.
+    fn column_vectors(self) -> u32 {
+        self.columns() / 4
+    }
+
+    /// Vectors from one depth of the staged patches to the next, and from one column of the
+    /// finished tile to the next: the tile's quads and [`ROW_PAD`]. A matrix load reads
+    /// 4 depths (or columns) × 8 rows at once; unpadded, the 4 fall in the same banks.
+    fn rows_stride(self) -> u32 {
+        self.quads() + ROW_PAD
+    }
+
+    /// Vectors in a staged filter row (one depth): the tile's and [`ROW_PAD`].
+    fn filter_row(self) -> u32 {
+        self.column_vectors() + ROW_PAD
+    }
+
+    /// Vectors of the staged patches: [depth][quad], i.e. the patch matrix column-major.
+    fn patch_vectors(self) -> u32 {
+        SLICE_DEPTH * self.rows_stride()
+    }
+
+    /// Vectors of shared memory: the staged slice (patches, then filters), reused for
+    /// the finished tile ([column][quad]) once the products are done.
+    fn shared_vectors(self) -> u32 {
+        let staged = self.patch_vectors() + SLICE_DEPTH * self.filter_row();
+        let finished = self.columns() * self.rows_stride();
+        staged.max(finished)
+    }
+}
+
+/// The convolution (+ bias) over the cube's `tile` on the tensor cores: X picks its quads
+/// of the `quads_h` × `quads_w` quad grid per image, Y its columns; [`write_quad`] writes
+/// them, pooled under an `argmax` — as [`super::conv_gemm::conv_gemm`], whose arguments
+/// these are. Launched with [`CUBE_UNITS`] units per cube, for f32 only.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn conv_gemm_tf32<F: Float, A: Int>(
+    src: &Tensor<F>,
+    weight: &Tensor<F>,
+    bias: &ComptimeOption<Tensor<F>>,
+    output: &mut Tensor<F>,
+    argmax: &mut ComptimeOption<Tensor<A>>,
+    quads_h: u32,
+    quads_w: u32,
+    #[comptime] conv: Window,
+    #[comptime] transposed: bool,
+    #[comptime] tile: TensorTile,
+    #[define(A)] _argmax_type: StorageType,
+) {
+    let cols = output.shape(1);
+    let tile_quads = comptime!(tile.quads());
+    let first_quad = CUBE_POS_X as usize * tile_quads as usize;
+    let first_col = CUBE_POS_Y as usize * comptime!(tile.columns() as usize);
+    let depth = src.shape(1) * comptime!((conv.size_h * conv.size_w) as usize);
+    let unit = UNIT_POS;
+
+    // The patch loader: unit `unit` gathers quad `unit % tile_quads` at depth
+    // `unit / tile_quads` of each slice and `patch_step` deeper for each further load.
+    let patch_step = comptime!(CUBE_UNITS / tile.quads());
+    let patch_loads = comptime!((SLICE_DEPTH / patch_step) as usize);
+    let a_quad = unit % tile_quads;
+    let a_depth = unit / tile_quads;
+    let patch = QuadPatch::of::<F>(src, first_quad + a_quad as usize, quads_h, quads_w, conv);
+
+    // The filter loader: adjacent units load adjacent depths of four adjacent columns (the
+    // forward's filters are contiguous along the depth), `filter_step` vectors further
+    // along for each further load.
+    let filter_step = comptime!(CUBE_UNITS / SLICE_DEPTH);
+    let filter_loads = comptime!((tile.column_vectors() / filter_step) as usize);
+    let b_depth = unit % SLICE_DEPTH;
+    let b_vector = unit / SLICE_DEPTH;
+    let filter_row = comptime!(tile.filter_row());
+    let rows_stride = comptime!(tile.rows_stride());
+    let filters_at = comptime!(tile.patch_vectors());
+
+    let mut shared = SharedMemory::<Vector<F, Four>>::new_aligned(
+        comptime!(tile.shared_vectors() as usize),
+        FRAGMENT_ALIGN,
+    );
+
+    // This warp's 32 × 32 block of the tile: rows from `warp_row`, columns from `warp_col`.
+    let warp = unit / PLANE_DIM;
+    let warp_row = (warp / comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
+    let warp_col = (warp % comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
+    let rows_floats = comptime!(4 * tile.rows_stride());
+    let filter_stride = comptime!(4 * tile.filter_row());
+    let mut sums = Sequence::<cmma::Matrix<F>>::new();
+    #[unroll]
+    for _ in 0..WARP_PRODUCTS * WARP_PRODUCTS {
+        sums.push(cmma::Matrix::<F>::from_value(
+            cmma::MatrixIdent::Accumulator,
+            PRODUCT_SIDE as usize,
+            PRODUCT_SIDE as usize,
+            PRODUCT_DEPTH as usize,
+            cmma::MatrixLayout::Undefined,
+            F::new(0.0),
+        ));
+    }
+    let patch_parts = operand_parts(cmma::MatrixIdent::A, cmma::MatrixLayout::ColMajor);
+    let filter_parts = operand_parts(cmma::MatrixIdent::B, cmma::MatrixLayout::RowMajor);
+
+    let mut next_patches = Array::<Vector<F, Four>>::new(patch_loads);
+    let mut next_filters = Array::<Vector<F, Four>>::new(filter_loads);
+    load_slice::<F>(
+        src,
+        weight,
+        &patch,
+        &mut next_patches,
+        &mut next_filters,
+        0,
+        depth,
+        first_col,
+        cols,
+        conv,
+        transposed,
+        tile,
+    );
+    let slices = depth.div_ceil(SLICE_DEPTH as usize);
+    for slice in 0..slices {
+        #[unroll]
+        for l in 0..patch_loads {
+            let k = a_depth + l as u32 * patch_step;
+            shared[(k * rows_stride + a_quad) as usize] = next_patches[l];
+        }
+        #[unroll]
+        for l in 0..filter_loads {
+            let vector = b_vector + l as u32 * filter_step;
+            shared[(filters_at + b_depth * filter_row + vector) as usize] = next_filters[l];
+        }
+        sync_cube();
+        // The next slice's loads go out before this slice's products.
+        if slice + 1 < slices {
+            load_slice::<F>(
+                src,
+                weight,
+                &patch,
+                &mut next_patches,
+                &mut next_filters,
+                (slice + 1) * SLICE_DEPTH as usize,
+                depth,
+                first_col,
+                cols,
+                conv,
+                transposed,
+                tile,
+            );
+        }
+        #[unroll]
+        for step in 0..SLICE_DEPTH / PRODUCT_DEPTH {
+            let k = step * PRODUCT_DEPTH;
+            #[unroll]
+            for i in 0..WARP_PRODUCTS {
+                // Patches are column-major (rows contiguous at each depth), in vectors of 4.
+                let at = (k * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
+                cmma::load(
+                    patch_parts.index(comptime!(i as usize)),
+                    &shared.slice(at, shared.len()),
+                    rows_floats.runtime(),
+                );
+                let at = (filters_at + k * filter_row + (warp_col + i * PRODUCT_SIDE) / 4) as usize;
+                cmma::load(
+                    filter_parts.index(comptime!(i as usize)),
+                    &shared.slice(at, shared.len()),
+                    filter_stride.runtime(),
+                );
+            }
+            #[unroll]
+            for i in 0..WARP_PRODUCTS {
+                #[unroll]
+                for j in 0..WARP_PRODUCTS {
+                    let sum = sums.index(comptime!((i * WARP_PRODUCTS + j) as usize));
+                    cmma::execute::<tf32, tf32, F, F>(
+                        patch_parts.index(comptime!(i as usize)),
+                        filter_parts.index(comptime!(j as usize)),
+                        sum,
+                        sum,
+                    );
+                }
+            }
+        }
+        sync_cube();
+    }
+
+    // The finished tile, column-major: column c's quad q is vector c · rows_stride + q.
+    #[unroll]
+    for i in 0..WARP_PRODUCTS {
+        #[unroll]
+        for j in 0..WARP_PRODUCTS {
+            let column = warp_col + j * PRODUCT_SIDE;
+            let at = (column * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
+            cmma::store(
+                &mut shared.slice_mut(at, shared.len()),
+                sums.index(comptime!((i * WARP_PRODUCTS + j) as usize)),
+                rows_floats.runtime(),
+                cmma::MatrixLayout::ColMajor,
+            );
+        }
+    }
+    sync_cube();
+    // Each unit writes quads of one column at a time, adjacent units adjacent quads; a
+    // loop, not unrolled (unrolled, the pooling epilogue took LeNet's launch to 180
+    // registers and one cube an SM).
+    for l in 0..comptime!(tile.columns() * tile.quads() / CUBE_UNITS) {
+        let at = unit + l * CUBE_UNITS;
+        let column = at / tile_quads;
+        let quad = at % tile_quads;
+        write_quad::<F, A>(
+            output,
+            argmax,
+            bias,
+            shared[(column * rows_stride + quad) as usize],
+            first_quad + quad as usize,
+            first_col + column as usize,
+            quads_h,
+            quads_w,
+        );
+    }
+}
+
+/// A warp's [`WARP_PRODUCTS`] fragments of one operand of the products, loaded per step.
+#[cube]
+fn operand_parts(
+    #[comptime] ident: cmma::MatrixIdent,
+    layout: cmma::MatrixLayout,
+) -> Sequence<cmma::Matrix<tf32>> {
+    let mut parts = Sequence::new();
+    #[unroll]
+    for _ in 0..WARP_PRODUCTS {
+        parts.push(unsafe {
+            cmma::Matrix::<tf32>::uninitialized(
+                ident,
+                PRODUCT_SIDE as usize,
+                PRODUCT_SIDE as usize,
+                PRODUCT_DEPTH as usize,
+                layout,
+            )
+        });
+    }
+    parts
+}
+
+/// Global loads of the slice at depth `k0` into registers: the unit's patch quads and
+/// filter vectors (see [`conv_gemm_tf32`]'s loaders).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn load_slice<F: Float>(
+    src: &Tensor<F>,
+    weight: &Tensor<F>,
+    patch: &QuadPatch,
+    patches: &mut Array<Vector<F, Four>>,
+    filters: &mut Array<Vector<F, Four>>,
+    k0: usize,
+    depth: usize,
+    first_col: usize,
+    cols: usize,
+    #[comptime] conv: Window,
+    #[comptime] transposed: bool,
+    #[comptime] tile: TensorTile,
+) {
+    let unit = UNIT_POS;
+    let patch_step = comptime!(CUBE_UNITS / tile.quads());
+    let a_depth = (unit / comptime!(tile.quads())) as usize;
+    #[unroll]
+    for l in 0..comptime!((SLICE_DEPTH / patch_step) as usize) {
+        patches[l] = patch.at::<F>(src, k0 + a_depth + l * patch_step as usize, depth, conv);
+    }
+    let filter_step = comptime!(CUBE_UNITS / SLICE_DEPTH);
+    let b_depth = k0 + (unit % SLICE_DEPTH) as usize;
+    let b_vector = unit / SLICE_DEPTH;
+    #[unroll]
+    for l in 0..comptime!((tile.column_vectors() / filter_step) as usize) {
+        let b_cols = first_col + ((b_vector + l as u32 * filter_step) * 4) as usize;
+        filters[l] = load_filters::<F>(weight, b_depth, depth, b_cols, cols, transposed, conv);
+    }
+}
