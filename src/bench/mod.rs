@@ -1,5 +1,6 @@
 //! Benchmarks: the timing protocol, kernel microbenchmarks, and the backend-swap comparison
-//! (training steps, phase breakdowns and real epochs per variant; reports, tables, plots).
+//! (training steps, phase breakdowns, real epochs and data-parallel scaling per variant;
+//! reports, tables, plots).
 
 mod charts;
 mod epoch;
@@ -7,6 +8,7 @@ mod ops;
 mod phases;
 mod report;
 mod run;
+mod scaling;
 mod speedrun;
 mod step;
 mod sweep;
@@ -17,8 +19,11 @@ mod variant;
 pub use epoch::{EpochResult, time_epoch};
 pub use ops::{OpComparison, compare_ops};
 pub use phases::{PHASES, time_phases};
-pub use report::{EPOCH_IMAGES, EpochRecord, PhaseRecord, Report, ReportError, Source, StepRecord};
+pub use report::{
+    EPOCH_IMAGES, EpochRecord, PhaseRecord, Report, ReportError, ScalingRecord, Source, StepRecord,
+};
 pub use run::{EpochPlan, Measurement, measurement_count, run_variant, this_run};
+pub use scaling::{ScalingError, ScalingPlan, run_scaling};
 pub use speedrun::{EpochMark, SpeedrunConfig, SpeedrunResult, speedrun};
 pub use step::{BENCH_LR, SgdStep, bench_model, random_batch, time_training_step, train_step};
 pub use sweep::{BenchModel, BenchPlan, MLP_HIDDEN, Point, Sweep};

@@ -66,6 +66,21 @@ pub struct EpochRecord {
     pub test_accuracy: f64,
 }
 
+/// Training speed of one network on a set of devices (see `scaling`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingRecord {
+    pub model: BenchModel,
+    pub variant: Variant,
+    /// Images per step on each device.
+    pub batch: usize,
+    pub filters: Option<usize>,
+    /// The backend's device indices.
+    pub devices: Vec<usize>,
+    /// All devices together.
+    pub images_per_second: f64,
+}
+
 /// Everything one or more runs measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,6 +91,8 @@ pub struct Report {
     pub phases: Vec<PhaseRecord>,
     #[serde(default)]
     pub epochs: Vec<EpochRecord>,
+    #[serde(default)]
+    pub scaling: Vec<ScalingRecord>,
 }
 
 /// A report that cannot be read or written.
@@ -113,7 +130,7 @@ macro_rules! record_point {
     )*};
 }
 
-record_point!(StepRecord, PhaseRecord, EpochRecord);
+record_point!(StepRecord, PhaseRecord, EpochRecord, ScalingRecord);
 
 impl StepRecord {
     /// Seconds per MNIST epoch at this step time (the y-axis of the benchmark plots).
@@ -129,6 +146,7 @@ impl Report {
         self.steps.extend(other.steps);
         self.phases.extend(other.phases);
         self.epochs.extend(other.epochs);
+        self.scaling.extend(other.scaling);
     }
 
     /// The step timing of `variant` at `point`, if measured.

@@ -7,7 +7,7 @@ use cubenet_kernels::AutodiffKernelBackend;
 
 use super::epoch::time_epoch;
 use super::phases::{PHASES, time_phases};
-use super::report::{EpochRecord, PhaseRecord, Report, Source, StepRecord};
+use super::report::{EpochRecord, PhaseRecord, Report, ScalingRecord, Source, StepRecord};
 use super::step::time_training_step;
 use super::sweep::{BenchPlan, Point};
 use super::variant::Variant;
@@ -21,6 +21,7 @@ pub enum Measurement {
     Step(StepRecord),
     Phases(Vec<PhaseRecord>),
     Epoch(EpochRecord),
+    Scaling(ScalingRecord),
 }
 
 impl fmt::Display for Measurement {
@@ -53,6 +54,15 @@ impl fmt::Display for Measurement {
                 e.seconds,
                 e.test_accuracy * 100.0
             ),
+            Measurement::Scaling(s) => write!(
+                f,
+                "{} {} on devices {:?}: {:.0} images/s ({:.0} per device)",
+                s.variant,
+                s.point(),
+                s.devices,
+                s.images_per_second,
+                s.images_per_second / s.devices.len() as f64
+            ),
         }
     }
 }
@@ -64,6 +74,7 @@ impl Report {
             Measurement::Step(step) => self.steps.push(step),
             Measurement::Phases(phases) => self.phases.extend(phases),
             Measurement::Epoch(epoch) => self.epochs.push(epoch),
+            Measurement::Scaling(record) => self.scaling.push(record),
         }
     }
 }

@@ -102,6 +102,7 @@ impl Report {
             }
         }
         self.epochs_table(&mut out);
+        self.scaling_table(&mut out);
         self.phases_tables(&mut out);
         out
     }
@@ -177,6 +178,42 @@ impl Report {
                 e.images,
                 e.seconds,
                 e.test_accuracy * 100.0
+            );
+        }
+        out.push('\n');
+    }
+
+    /// Each data-parallel run next to the same variant and point on its first device alone.
+    fn scaling_table(&self, out: &mut String) {
+        if self.scaling.is_empty() {
+            return;
+        }
+        out.push_str(
+            "### Data-parallel training (burn-train multi-device, generated images, \
+             second epoch)\n\n",
+        );
+        out.push_str(
+            "| model | d | batch per device | variant | devices | images/s | per device \
+             | speed-up over one device |\n",
+        );
+        out.push_str("|---|---|---|---|---|---|---|---|\n");
+        for s in &self.scaling {
+            let one = self.scaling.iter().find(|o| {
+                o.variant == s.variant && o.point() == s.point() && o.devices[..] == s.devices[..1]
+            });
+            let speedup = one.map_or("–".to_string(), |one| {
+                format!("{:.2}×", s.images_per_second / one.images_per_second)
+            });
+            let d = s.filters.map_or("–".to_string(), |d| d.to_string());
+            let _ = writeln!(
+                out,
+                "| {} | {d} | {} | {} | {:?} | {:.0} | {:.0} | {speedup} |",
+                s.model,
+                s.batch,
+                s.variant,
+                s.devices,
+                s.images_per_second,
+                s.images_per_second / s.devices.len() as f64,
             );
         }
         out.push('\n');

@@ -449,6 +449,7 @@ mod tests {
         input = [1, 28, 28]
         classes = 10
         kernels = "burn"
+        precision = "tf32"
         layers = [
           { conv = 32, kernel = 3, padding = 1 }, { relu = true }, { pool = 2 },
           { conv = 64, kernel = 3, padding = 1, stride = 1 }, { relu = true }, { pool = 2 },
@@ -523,6 +524,7 @@ mod tests {
     fn the_issue_example_builds_and_classifies() {
         let config: CnnConfig = toml::from_str(EXAMPLE).unwrap();
         assert_eq!(config.kernels, KernelPath::Burn);
+        assert_eq!(config.precision, Precision::Tf32);
         let summary = config.summary().unwrap();
         let outputs: Vec<String> = summary
             .layers

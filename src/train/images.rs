@@ -21,7 +21,7 @@ use super::confusion::ConfusionMatrix;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::out_of_memory::fail_on_out_of_memory;
 use super::resume::{begin_run, check_checkpoint_fits};
-use super::{ImageTrainingConfig, RunContext, RunError, TrainError};
+use super::{ImageTrainingConfig, RunContext, RunError, TrainError, TrainingSpeed};
 use crate::backend::{BackendKind, BackendTask};
 use crate::data::{
     ChannelStats, DataError, EpochShuffled, ImageBatcher, ImageShape, ImageSource, ImageSubset,
@@ -131,13 +131,14 @@ impl SavedImageConfig {
 }
 
 /// Trains the configured model on `splits.train` (validating on `splits.valid`), writes the
-/// artifacts into `run.artifact_dir` and returns the model of the epoch with the lowest
-/// validation loss.
+/// artifacts into `run.artifact_dir`, prints the training speed, and returns the model of the
+/// epoch with the lowest validation loss and the speed (none when a resumed run had no epoch
+/// left to train).
 pub fn train<B: AutodiffKernelBackend>(
     config: &ImageTrainingConfig,
     splits: &ImageSplits,
     run: &RunContext<B>,
-) -> Result<ImageModel<B::InnerBackend>, TrainError> {
+) -> Result<(ImageModel<B::InnerBackend>, Option<TrainingSpeed>), TrainError> {
     config.validate()?;
     let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
     let resume_after = begin_run(artifact_dir, config, run.resume)?;
@@ -167,7 +168,8 @@ pub fn train<B: AutodiffKernelBackend>(
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .metric_train_numeric(LearningRateMetric::new());
     let devices = run.devices();
-    if devices.len() > 1 {
+    let devices_count = devices.len();
+    if devices_count > 1 {
         println!("{}", data_parallel_line(config, &devices));
         // burn-train slices the training loader, one slice per device; each step takes a
         // batch from every slice and sums their gradients on the first device.
@@ -187,6 +189,10 @@ pub fn train<B: AutodiffKernelBackend>(
         training.launch(Learner::new(model, optimizer, schedule))
     })?;
     let model = finish_run(artifact_dir, result, &watch, config.learning_rate, device)?.model;
+    let speed = TrainingSpeed::of(&watch.training_phases(), devices_count);
+    if let Some(speed) = speed {
+        println!("{speed}");
+    }
     let saved = SavedImageConfig {
         config: config.clone(),
         classes: splits.classes().to_vec(),
@@ -199,7 +205,7 @@ pub fn train<B: AutodiffKernelBackend>(
         artifact_dir,
         &[("Loss", "cross-entropy"), ("Accuracy", "%")],
     )?;
-    Ok(model)
+    Ok((model, speed))
 }
 
 /// Optimizer steps in an epoch of `images`: one per batch on one device; on several, one
@@ -264,7 +270,7 @@ impl BackendTask for ImageRun {
         let run = RunContext::<B>::new(self.artifact_dir, device)
             .on_devices(devices)
             .with_resume(self.resume);
-        let model = train(&config, &splits, &run)?;
+        let (model, _) = train(&config, &splits, &run)?;
         let confusion = evaluate(&model, &splits.test, &run.device);
         confusion.save(&run.artifact_dir)?;
         Ok(confusion)

@@ -39,7 +39,7 @@ pub use learner_setup::{RunLength, finish_run, with_run_settings};
 pub use recorder::ModelRecorder;
 pub use resume::begin_run;
 pub use run_context::RunContext;
-pub use watch::{NonFiniteLoss, StepLoss, TrainingWatch};
+pub use watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
 
 use crate::atomic_file::WriteError;
 use crate::data::DataError;

@@ -1,8 +1,9 @@
 //! A burn-train metric that watches every step: it stops the run at the first non-finite
 //! training loss (before that epoch is validated or checkpointed, so the last good
 //! checkpoint stays the newest) and notes when each epoch's last training or validation
-//! step ended, so a run can report its first epoch (kernel compilation and autotuning on a
-//! GPU, for the training and the validation shapes) apart from the rest.
+//! step ended and how many images it trained on, so a run can report its first epoch
+//! (kernel compilation and autotuning on a GPU, for the training and the validation shapes)
+//! apart from the rest, and its training speed.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -13,18 +14,28 @@ use burn::train::{ClassificationOutput, Interrupter};
 
 use crate::model::TabularOutput;
 
-/// The loss of one step, read from the step's output after burn-train synced it.
-pub struct StepLoss(f64);
+/// The loss of one step, read from the step's output after burn-train synced it, and the
+/// step's batch size.
+pub struct StepLoss {
+    loss: f64,
+    items: usize,
+}
 
 impl<B: Backend> Adaptor<StepLoss> for ClassificationOutput<B> {
     fn adapt(&self) -> StepLoss {
-        StepLoss(self.loss.clone().into_scalar().elem())
+        StepLoss {
+            loss: self.loss.clone().into_scalar().elem(),
+            items: self.output.dims()[0],
+        }
     }
 }
 
 impl<B: Backend> Adaptor<StepLoss> for TabularOutput<B> {
     fn adapt(&self) -> StepLoss {
-        StepLoss(self.loss.clone().into_scalar().elem())
+        StepLoss {
+            loss: self.loss.clone().into_scalar().elem(),
+            items: self.scores.dims()[0],
+        }
     }
 }
 
@@ -36,12 +47,81 @@ pub struct NonFiniteLoss {
     pub loss: f64,
 }
 
+/// The training phase of one epoch: its images (on all devices together) and its wall
+/// time, from the previous epoch's last step (or the start) to its last training step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainingPhase {
+    pub images: usize,
+    pub seconds: f64,
+}
+
+/// How fast a run trained: images per second over the training phases of the epochs after
+/// the first (which, on a GPU, also compiles and autotunes the kernels), or of the first
+/// when it is the only one; on several devices, all of them together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainingSpeed {
+    pub images_per_second: f64,
+    pub devices: usize,
+}
+
+impl TrainingSpeed {
+    /// The speed over `phases` on `devices` devices; none without a timed phase.
+    pub fn of(phases: &[TrainingPhase], devices: usize) -> Option<Self> {
+        let steady = phases.get(1..).filter(|later| !later.is_empty());
+        let (images, seconds) = steady
+            .unwrap_or(phases)
+            .iter()
+            .fold((0, 0.0), |(images, seconds), phase| {
+                (images + phase.images, seconds + phase.seconds)
+            });
+        (seconds > 0.0).then(|| Self {
+            images_per_second: images as f64 / seconds,
+            devices,
+        })
+    }
+
+    /// Images per second on each device.
+    pub fn per_device(&self) -> f64 {
+        self.images_per_second / self.devices as f64
+    }
+}
+
+/// `training speed: 41230 images/s, 20615 per device on 2 devices`.
+impl std::fmt::Display for TrainingSpeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "training speed: {:.0} images/s", self.images_per_second)?;
+        match self.devices {
+            1 => write!(f, " on 1 device"),
+            n => write!(f, ", {:.0} per device on {n} devices", self.per_device()),
+        }
+    }
+}
+
+/// What the watch saw of one epoch.
+#[derive(Debug)]
+struct EpochRecord {
+    epoch: usize,
+    /// When its latest step, training or validation, ended.
+    end: Instant,
+    /// When its latest training step ended.
+    training_end: Option<Instant>,
+    /// Images its training steps took.
+    trained: usize,
+}
+
 #[derive(Debug)]
 struct Record {
     started: Instant,
-    /// `(epoch, when its latest step ended)`, in epoch order.
-    epoch_ends: Vec<(usize, Instant)>,
+    /// In epoch order.
+    epochs: Vec<EpochRecord>,
     failure: Option<NonFiniteLoss>,
+}
+
+impl Record {
+    /// When each epoch began: the start, then the previous epoch's end.
+    fn epoch_starts(&self) -> impl Iterator<Item = Instant> + '_ {
+        std::iter::once(self.started).chain(self.epochs.iter().map(|e| e.end))
+    }
 }
 
 /// What the watch saw; cloned into the metrics, read after training.
@@ -50,8 +130,8 @@ pub struct TrainingWatch {
     record: Arc<Mutex<Record>>,
     interrupter: Interrupter,
     name: MetricName,
-    /// Training steps are checked; validation steps only mark the time.
-    checks_loss: bool,
+    /// Training steps are checked and counted; validation steps only mark the time.
+    training: bool,
 }
 
 impl TrainingWatch {
@@ -60,12 +140,12 @@ impl TrainingWatch {
         Self {
             record: Arc::new(Mutex::new(Record {
                 started: Instant::now(),
-                epoch_ends: Vec::new(),
+                epochs: Vec::new(),
                 failure: None,
             })),
             interrupter,
             name: Arc::new("Loss check".into()),
-            checks_loss: true,
+            training: true,
         }
     }
 
@@ -78,7 +158,7 @@ impl TrainingWatch {
     /// The same watch, for validation steps: they end an epoch but stop nothing.
     pub fn for_validation(&self) -> Self {
         Self {
-            checks_loss: false,
+            training: false,
             ..self.clone()
         }
     }
@@ -93,14 +173,27 @@ impl TrainingWatch {
     /// the start) to this epoch's last step.
     pub fn epoch_seconds(&self) -> Vec<f64> {
         let record = self.lock();
-        let mut previous = record.started;
         record
-            .epoch_ends
+            .epochs
             .iter()
-            .map(|&(_, end)| {
-                let seconds = (end - previous).as_secs_f64();
-                previous = end;
-                seconds
+            .zip(record.epoch_starts())
+            .map(|(epoch, start)| (epoch.end - start).as_secs_f64())
+            .collect()
+    }
+
+    /// The training phase of each epoch trained in this process.
+    pub fn training_phases(&self) -> Vec<TrainingPhase> {
+        let record = self.lock();
+        record
+            .epochs
+            .iter()
+            .zip(record.epoch_starts())
+            .filter_map(|(epoch, start)| {
+                let end = epoch.training_end?;
+                Some(TrainingPhase {
+                    images: epoch.trained,
+                    seconds: (end - start).as_secs_f64(),
+                })
             })
             .collect()
     }
@@ -121,24 +214,87 @@ impl Metric for TrainingWatch {
 
     fn update(&mut self, loss: &StepLoss, metadata: &MetricMetadata) -> SerializedEntry {
         let epoch = metadata.global_progress.items_processed;
+        let now = Instant::now();
         let mut record = self.lock();
-        match record.epoch_ends.last_mut() {
-            Some((last, end)) if *last == epoch => *end = Instant::now(),
-            _ => record.epoch_ends.push((epoch, Instant::now())),
+        if record.epochs.last().is_none_or(|last| last.epoch != epoch) {
+            record.epochs.push(EpochRecord {
+                epoch,
+                end: now,
+                training_end: None,
+                trained: 0,
+            });
         }
-        if !self.checks_loss || loss.0.is_finite() {
+        let current = record.epochs.last_mut().expect("pushed above");
+        current.end = now;
+        if self.training {
+            current.training_end = Some(now);
+            current.trained += loss.items;
+        }
+        if !self.training || loss.loss.is_finite() {
             return SerializedEntry::new("finite".into(), "1".into());
         }
         if record.failure.is_none() {
             record.failure = Some(NonFiniteLoss {
                 epoch,
                 step: metadata.iteration.unwrap_or(0),
-                loss: loss.0,
+                loss: loss.loss,
             });
             self.interrupter.stop(Some("non-finite loss"));
         }
-        SerializedEntry::new(format!("{}", loss.0), "0".into())
+        SerializedEntry::new(format!("{}", loss.loss), "0".into())
     }
 
     fn clear(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::data::dataloader::Progress;
+
+    use super::*;
+
+    fn phase(images: usize, seconds: f64) -> TrainingPhase {
+        TrainingPhase { images, seconds }
+    }
+
+    #[test]
+    fn speed_leaves_out_the_first_epoch_unless_it_is_the_only_one() {
+        let phases = [phase(1000, 10.0), phase(1000, 0.5), phase(1000, 1.5)];
+        let speed = TrainingSpeed::of(&phases, 2).unwrap();
+        assert_eq!(speed.images_per_second, 1000.0);
+        assert_eq!(speed.per_device(), 500.0);
+        assert_eq!(
+            speed.to_string(),
+            "training speed: 1000 images/s, 500 per device on 2 devices"
+        );
+        let only = TrainingSpeed::of(&phases[..1], 1).unwrap();
+        assert_eq!(only.to_string(), "training speed: 100 images/s on 1 device");
+        assert_eq!(TrainingSpeed::of(&[], 1), None);
+    }
+
+    #[test]
+    fn phases_count_training_images_and_end_at_the_last_training_step() {
+        let watch = TrainingWatch::new(Interrupter::new());
+        let (mut training, mut validation) = (watch.clone(), watch.for_validation());
+        let step = |epoch| MetricMetadata {
+            progress: Progress::new(1, 1),
+            global_progress: Progress::new(epoch, 2),
+            iteration: Some(1),
+            lr: None,
+        };
+        let loss = |items| StepLoss { loss: 0.5, items };
+        training.update(&loss(64), &step(1));
+        training.update(&loss(36), &step(1));
+        validation.update(&loss(1000), &step(1));
+        training.update(&loss(64), &step(2));
+        let phases = watch.training_phases();
+        assert_eq!(
+            phases.iter().map(|p| p.images).collect::<Vec<_>>(),
+            [100, 64]
+        );
+        let epochs = watch.epoch_seconds();
+        // The second epoch's training began when the first epoch's validation ended.
+        assert!(phases[1].seconds <= epochs[1]);
+        assert!(phases[0].seconds <= epochs[0]);
+    }
 }

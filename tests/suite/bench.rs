@@ -405,6 +405,52 @@ fn bench_runs_a_tiny_cpu_sweep_end_to_end() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("pytorch-eager"));
 }
 
+/// `--devices` times burn-train's data-parallel training on the first device, then on all;
+/// on ndarray both indices are the same CPU, as in `data_parallel.rs`.
+#[test]
+fn bench_times_data_parallel_training_on_one_and_on_all_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let args = [
+        "--variants",
+        "ndarray,ndarray-1thread",
+        "--models",
+        "lenet",
+        "--batches",
+        "8",
+        "--devices",
+        "0,1",
+        "--scaling-steps",
+        "3",
+    ];
+    let output = run_bench(&args, &out);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = Report::read(&out.join("results.json")).unwrap();
+    assert!(report.steps.is_empty(), "--devices replaces the step sweep");
+    let runs: Vec<(Variant, BenchModel, usize, Vec<usize>)> = report
+        .scaling
+        .iter()
+        .map(|s| (s.variant, s.model, s.batch, s.devices.clone()))
+        .collect();
+    // The single-thread variant is left out: one thread is not shared between devices.
+    assert_eq!(
+        runs,
+        [
+            (Variant::Ndarray, BenchModel::Lenet, 8, vec![0]),
+            (Variant::Ndarray, BenchModel::Lenet, 8, vec![0, 1]),
+        ]
+    );
+    assert!(report.scaling.iter().all(|s| s.images_per_second > 0.0));
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("### Data-parallel training"), "{md}");
+    assert!(md.contains("| lenet | – | 8 | ndarray | [0, 1] |"), "{md}");
+    assert!(md.contains("| lenet | – | 8 | ndarray | [0] |"), "{md}");
+}
+
 #[test]
 fn bench_user_errors_are_one_line_and_exit_code_2() {
     let dir = tempfile::tempdir().unwrap();

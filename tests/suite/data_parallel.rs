@@ -128,9 +128,12 @@ fn a_run_on_two_cpu_handles_learns_and_records_its_devices() {
     .unwrap();
     let run = RunContext::<B>::new(dir.path(), Default::default()).on_devices(devices);
     assert_eq!(run.devices().len(), 2);
-    let model = train(&config, &splits, &run).unwrap();
+    let (model, speed) = train(&config, &splits, &run).unwrap();
     let accuracy = evaluate(&model, &splits.test, &run.device).accuracy();
     assert!(accuracy >= 0.8, "test accuracy {accuracy}");
+    let speed = speed.expect("two epochs trained");
+    assert_eq!(speed.devices, 2);
+    assert!(speed.images_per_second > 0.0 && speed.per_device() < speed.images_per_second);
     let saved: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.path().join(cubenet::train::CONFIG_FILE)).unwrap(),
     )

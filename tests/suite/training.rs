@@ -36,7 +36,7 @@ fn seeded_simple_cnn_learns_digits_from_2000_images() {
 
     let dir = tempfile::tempdir().unwrap();
     let run = RunContext::<B>::new(dir.path(), Default::default());
-    let model = train(&config, &splits, &run).unwrap();
+    let (model, _) = train(&config, &splits, &run).unwrap();
     let accuracy = evaluate(&model, &splits.test, &run.device).accuracy();
     assert!(accuracy >= 0.85, "test accuracy {accuracy}");
 
@@ -67,7 +67,7 @@ fn mlp_trains_on_flattened_digits() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let run = RunContext::<B>::new(dir.path(), Default::default());
-    let model = train(&config, &splits, &run).unwrap();
+    let (model, _) = train(&config, &splits, &run).unwrap();
     let accuracy = evaluate(&model, &splits.test, &run.device).accuracy();
     assert!(accuracy >= 0.75, "test accuracy {accuracy}");
 }

@@ -17,8 +17,8 @@ use anyhow::{Context, bail};
 use cubenet::atomic_file::write_atomically;
 use cubenet::backend::BackendError;
 use cubenet::bench::{
-    BenchModel, BenchPlan, EpochPlan, Measurement, Point, Protocol, Report, Sweep, Variant,
-    measurement_count, run_variant, this_run,
+    BenchModel, BenchPlan, EpochPlan, Measurement, Point, Protocol, Report, ScalingPlan, Sweep,
+    Variant, measurement_count, run_scaling, run_variant, this_run,
 };
 use cubenet::data::{ImageSubset, MnistSource, Split};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -86,6 +86,18 @@ pub struct Args {
     /// Time the real epoch on CPU variants too
     #[arg(long)]
     cpu_epoch: bool,
+    /// Measure data-parallel training instead of single steps: each --models network at each
+    /// --batches size per device, trained by burn-train on the first of these device indices
+    /// alone, then on all of them
+    #[arg(long, value_delimiter = ',')]
+    devices: Vec<usize>,
+    /// Optimizer steps per epoch of the data-parallel runs (the second epoch is timed)
+    #[arg(long, default_value_t = 30)]
+    scaling_steps: usize,
+    /// Threads assembling each device's batches in the data-parallel runs (as `--workers`
+    /// of a training run; 0 assembles them on the training thread)
+    #[arg(long, default_value_t = 0)]
+    scaling_workers: usize,
     /// Reports to merge into the tables (e.g. from bench/pytorch_reference.py)
     #[arg(long)]
     merge: Vec<PathBuf>,
@@ -126,6 +138,25 @@ impl Args {
                 self.phase_filters.clone()
             },
         }
+    }
+
+    /// The data-parallel runs, when `--devices` asks for them.
+    fn scaling_plan(&self) -> anyhow::Result<Option<ScalingPlan>> {
+        if self.devices.is_empty() {
+            return Ok(None);
+        }
+        anyhow::ensure!(self.scaling_steps > 0, "--scaling-steps must be at least 1");
+        let sweep = Sweep {
+            filters: Vec::new(),
+            ..self.plan().sweep
+        };
+        Ok(Some(ScalingPlan {
+            points: sweep.points(),
+            devices: self.devices.clone(),
+            steps: self.scaling_steps,
+            workers: self.scaling_workers,
+            dir: self.out.join("data-parallel"),
+        }))
     }
 
     fn epoch_plan(&self) -> anyhow::Result<Option<EpochPlan>> {
@@ -222,22 +253,76 @@ fn run_single_thread_child(args: &Args, variants: Vec<Variant>) -> anyhow::Resul
     Ok(Report::read(&results)?)
 }
 
+/// Adds each measurement to a report as it is made, printing its line and rewriting
+/// `<out>/results.json`, so that a run stopped by a time limit keeps what it measured.
+struct Recorder<'a> {
+    report: &'a mut Report,
+    partial: PathBuf,
+    bar: ProgressBar,
+    write_error: Option<cubenet::bench::ReportError>,
+}
+
+impl Recorder<'_> {
+    fn record(&mut self, measurement: Measurement) {
+        let line = measurement.to_string();
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+        self.bar.inc(1);
+        self.report.add(measurement);
+        if let Err(error) = self.report.write_json(&self.partial) {
+            self.write_error.get_or_insert(error);
+        }
+    }
+
+    /// The first failed write, if any.
+    fn finish(self) -> anyhow::Result<()> {
+        self.bar.finish_and_clear();
+        match self.write_error {
+            Some(error) => Err(error.into()),
+            None => Ok(self.report.write_json(&self.partial)?),
+        }
+    }
+}
+
 /// Runs every variant into `report`, showing progress and rewriting `<out>/results.json`
-/// after each measurement, so that a run stopped by a time limit keeps what it measured.
+/// after each measurement. With `--devices`, the data-parallel runs replace the step sweep,
+/// phases and epoch, for every variant but the single-thread ones (one thread is not
+/// shared between devices).
 fn measure(args: &Args, variants: &[Variant], report: &mut Report) -> anyhow::Result<()> {
     let plan = args.plan();
     let epoch = args.epoch_plan()?;
+    let scaling = args.scaling_plan()?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let partial = args.out.join(RESULTS_JSON);
-    let total = variants
-        .iter()
-        .map(|&v| measurement_count(&plan, epoch.as_ref(), v))
-        .sum::<usize>();
+    let total = match &scaling {
+        Some(scaling) => scaling.points.len() * scaling.device_sets().len() * variants.len(),
+        None => variants
+            .iter()
+            .map(|&v| measurement_count(&plan, epoch.as_ref(), v))
+            .sum::<usize>(),
+    };
     let bar = ProgressBar::new(total as u64).with_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
             .expect("the template is valid"),
     );
+    let mut recorder = Recorder {
+        report,
+        partial: args.out.join(RESULTS_JSON),
+        bar: bar.clone(),
+        write_error: None,
+    };
+    if let Some(scaling) = &scaling {
+        for &variant in variants.iter().filter(|v| !v.is_single_thread()) {
+            bar.set_message(variant.to_string());
+            run_scaling(variant, scaling, &mut |record| {
+                recorder.record(Measurement::Scaling(record))
+            })?;
+        }
+        return recorder.finish();
+    }
     let (single_thread, variants): (Vec<Variant>, Vec<Variant>) = variants
         .iter()
         .partition(|v| v.is_single_thread() && !single_threaded());
@@ -249,33 +334,16 @@ fn measure(args: &Args, variants: &[Variant], report: &mut Report) -> anyhow::Re
             .sum();
         let child = bar.suspend(|| run_single_thread_child(args, single_thread))?;
         bar.inc(count as u64);
-        report.merge(child);
-        report.write_json(&partial)?;
+        recorder.report.merge(child);
+        recorder.report.write_json(&recorder.partial)?;
     }
     for variant in variants {
         bar.set_message(variant.to_string());
-        let mut write_error = None;
-        let mut measured = |measurement: Measurement| {
-            let line = measurement.to_string();
-            if bar.is_hidden() {
-                eprintln!("{line}");
-            } else {
-                bar.println(line);
-            }
-            bar.inc(1);
-            report.add(measurement);
-            if let Err(error) = report.write_json(&partial) {
-                write_error.get_or_insert(error);
-            }
-        };
-        run_variant(variant, &plan, epoch.as_ref(), &mut measured)?;
-        if let Some(error) = write_error {
-            return Err(error.into());
-        }
+        run_variant(variant, &plan, epoch.as_ref(), &mut |measurement| {
+            recorder.record(measurement)
+        })?;
     }
-    bar.finish_and_clear();
-    report.write_json(&partial)?;
-    Ok(())
+    recorder.finish()
 }
 
 fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
@@ -311,7 +379,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // A variant that fails (a GPU missing) still leaves the others' tables and plots.
         failure = measure(&args, &variants, &mut report).err();
     }
-    if let Some(error) = failure.take_if(|_| report.steps.is_empty()) {
+    if let Some(error) = failure.take_if(|_| report.steps.is_empty() && report.scaling.is_empty()) {
         return Err(error); // nothing measured: the error is the whole story
     }
     for other in merged {
