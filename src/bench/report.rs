@@ -132,6 +132,13 @@ macro_rules! record_point {
 
 record_point!(StepRecord, PhaseRecord, EpochRecord, ScalingRecord);
 
+impl ScalingRecord {
+    /// Images per second on each device.
+    pub fn per_device(&self) -> f64 {
+        self.images_per_second / self.devices.len() as f64
+    }
+}
+
 impl StepRecord {
     /// Seconds per MNIST epoch at this step time (the y-axis of the benchmark plots).
     pub fn epoch_seconds(&self) -> f64 {

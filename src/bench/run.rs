@@ -61,7 +61,7 @@ impl fmt::Display for Measurement {
                 s.point(),
                 s.devices,
                 s.images_per_second,
-                s.images_per_second / s.devices.len() as f64
+                s.per_device()
             ),
         }
     }

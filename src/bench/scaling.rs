@@ -13,7 +13,7 @@ use rand::{RngExt, SeedableRng};
 
 use super::report::ScalingRecord;
 use super::sweep::{BenchModel, Point};
-use super::variant::Variant;
+use super::variant::{BurnSetup, Variant};
 use crate::backend::{BackendError, BackendKind, BackendTask, devices_at, run_on};
 use crate::data::{ChannelStats, ImageSet, ImageShape, ImageSubset, NUM_CLASSES};
 use crate::train::{ImageSplits, ImageTrainingConfig, RunContext, TrainError, train};
@@ -74,6 +74,7 @@ fn generated_splits(model: BenchModel, images: usize, train: usize) -> ImageSpli
 
 struct ScalingRun<'a> {
     variant: Variant,
+    setup: BurnSetup,
     plan: &'a ScalingPlan,
     measured: &'a mut dyn FnMut(ScalingRecord),
 }
@@ -89,7 +90,7 @@ impl ScalingRun<'_> {
         devices: &[usize],
         dir: &Path,
     ) -> Result<f64, TrainError> {
-        let setup = self.variant.burn_setup().expect("only Burn variants scale");
+        let setup = self.setup;
         let train_images = self.plan.steps * point.batch * devices.len();
         let splits = generated_splits(point.model, train_images + point.batch, train_images);
         let mut config = ImageTrainingConfig::new(point.model.config(
@@ -159,6 +160,7 @@ pub fn run_scaling(
     };
     let task = ScalingRun {
         variant,
+        setup,
         plan,
         measured,
     };

@@ -213,7 +213,7 @@ impl Report {
                 s.variant,
                 s.devices,
                 s.images_per_second,
-                s.images_per_second / s.devices.len() as f64,
+                s.per_device(),
             );
         }
         out.push('\n');
