@@ -139,10 +139,7 @@ def build_model(name, filters):
             nn.Conv2d(1, filters, 3), nn.ReLU(), nn.MaxPool2d(2, 2),
             nn.Flatten(), nn.Linear(13 * 13 * filters, 10))
     if name == "lenet":
-        return nn.Sequential(
-            nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
+        return lenet((32, 64))
     if name == "cifar":
         blocks = []
         for inputs, outputs in ((3, 64), (64, 128), (128, 256)):
@@ -151,6 +148,15 @@ def build_model(name, filters):
     return nn.Sequential(
         nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def lenet(channels, hidden=128):
+    """The LeNet-style CNN with `channels` filters in its two convolutions (Rust's LeNetConfig)."""
+    first, second = channels
+    return nn.Sequential(
+        nn.Conv2d(1, first, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(first, second, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(second * 5 * 5, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
 
 def describe(name, filters):

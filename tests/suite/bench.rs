@@ -7,11 +7,11 @@ use std::process::Command;
 
 use burn::backend::{Autodiff, NdArray};
 use cubenet::bench::{
-    BenchModel, BenchPlan, PHASES, Point, Protocol, Report, ReportError, Sweep, Variant,
-    time_epoch, time_phases,
+    BenchModel, BenchPlan, PHASES, Point, Protocol, Report, ReportError, SpeedrunConfig, Sweep,
+    Variant, speedrun, time_epoch, time_phases,
 };
 use cubenet::data::{MnistSource, Split};
-use cubenet::model::KernelPath;
+use cubenet::model::{ImageModelConfig, KernelPath, SimpleCnnConfig};
 
 use crate::common::mnist_source;
 
@@ -237,6 +237,38 @@ fn real_epoch_trains_on_device_resident_mnist() {
     assert_eq!(result.images, 3000);
     // 30 SGD steps of the MLP: far above chance (10%).
     assert!(result.test_accuracy > 0.6, "{result:?}");
+}
+
+#[test]
+fn speedrun_trains_each_seed_and_marks_every_epoch() {
+    let source = mnist_source();
+    let train = source.subset(Split::Train).unwrap().limit(Some(2000));
+    let test = source.subset(Split::Test).unwrap().limit(Some(500));
+    let config = SpeedrunConfig::new(ImageModelConfig::Simple(
+        SimpleCnnConfig::new().with_filters(8),
+    ))
+    .with_batch_size(100)
+    .with_epochs(2)
+    .with_lr(0.05)
+    .with_warmup(0.2);
+    let mut reported = Vec::new();
+    let runs =
+        speedrun::<Autodiff<NdArray>>(&Default::default(), &config, &train, &test, [3, 7], |run| {
+            reported.push(run.seed)
+        })
+        .unwrap();
+    assert_eq!(reported, [3, 7]);
+    assert_eq!(runs.len(), 2);
+    for run in &runs {
+        let epochs: Vec<usize> = run.marks.iter().map(|m| m.epoch).collect();
+        assert_eq!(epochs, [1, 2], "{run:?}");
+        let [first, last] = [run.marks[0], run.last()];
+        assert!(0.0 < first.train_seconds && first.train_seconds < last.train_seconds);
+        // 40 steps of the 8-filter CNN: far above chance (10%).
+        assert!(last.test_accuracy > 0.7, "{run:?}");
+        assert_eq!(run.time_to(0.0), Some(first.train_seconds));
+        assert_eq!(run.time_to(1.01), None);
+    }
 }
 
 #[test]
