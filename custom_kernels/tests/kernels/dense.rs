@@ -63,12 +63,12 @@ impl DenseCase {
         case
     }
 
-    /// The head of the seed CNN at d = 32 (169·32 inputs, 10 classes).
-    fn seed_cnn_head(batch: usize) -> Self {
+    /// The head of the seed CNN at d filters (169·d inputs, 10 classes).
+    fn seed_cnn_head(filters: usize, batch: usize) -> Self {
         Self {
-            seed: batch as u64,
+            seed: (filters * batch) as u64,
             batch,
-            inputs: 169 * 32,
+            inputs: 169 * filters,
             outputs: 10,
             bias: true,
             x_grad: true,
@@ -161,13 +161,16 @@ struct DenseCheck;
 
 impl KernelCheck for DenseCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
-        // The random cases, then the seed CNN's head on the batches an MNIST epoch of
-        // 64-image batches runs on (64, then 48), an uneven one and the benchmark's 1000;
-        // the LeNet's hidden layer at the speedrun's batch and at 1.
+        // The random cases, then the seed CNN's head at d = 32 on the batches an MNIST
+        // epoch of 64-image batches runs on (64, then 48), an uneven one and the
+        // benchmark's 512 and 1000 (on a GPU that reports its SM count, weight-gradient
+        // cubes of 8 × 32 and 4 × 64 units), and at d = 256 (a grid that fills a GPU);
+        // the LeNet's hidden layer at the speedrun's batch, at 1 and at 1024.
         let cases = (0..CASES)
             .map(DenseCase::random)
-            .chain([64, 48, 50, 1000].map(DenseCase::seed_cnn_head))
-            .chain([128, 1].map(DenseCase::lenet_hidden));
+            .chain([64, 48, 50, 512, 1000].map(|batch| DenseCase::seed_cnn_head(32, batch)))
+            .chain([3].map(|batch| DenseCase::seed_cnn_head(256, batch)))
+            .chain([128, 1, 1024].map(DenseCase::lenet_hidden));
         let mut worst = 0f64;
         let mut count = 0;
         for case in cases {
