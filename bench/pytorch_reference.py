@@ -19,7 +19,12 @@ merge both into one table.
   `--repeats` steps each closed by `torch.cuda.synchronize()` (on the GPU); median
   (sorted[runs // 2]), min and max in milliseconds;
 * optionally (`--data-dir` with the MNIST IDX files) one timed epoch over the
-  60,000 training images per MNIST-shaped model and variant, then the test accuracy.
+  60,000 training images per MNIST-shaped model and variant, then the test accuracy;
+* with `--blocks`, instead of whole steps: each conv·ReLU·pool block of the CIFAR-shaped
+  network, forward + backward from a random pooled gradient (weight, bias and, past the
+  first block, input gradients), at each of `--batches`: the per-layer numbers beside
+  `cargo run --release --example kernel_bench --features cuda -- --cifar`. Its JSON has
+  "blocks" entries in place of "steps".
 
 Run on a CUDA machine with PyTorch 2.x (no network needed):
 
@@ -27,6 +32,7 @@ Run on a CUDA machine with PyTorch 2.x (no network needed):
     python3 bench/pytorch_reference.py --models simple --variants eager \\
         --data-dir /data/mnist --out pytorch-simple.json
     python3 bench/pytorch_reference.py --device cpu --threads 2 --out pytorch-cpu.json
+    python3 bench/pytorch_reference.py --blocks --batches 128,512 --out pytorch-blocks.json
 
 Progress goes to stderr, a markdown table of the step medians to stdout.
 """
@@ -111,6 +117,8 @@ def parse_args():
     add("--epoch-batch", type=int_at_least(1), default=1000)
     add("--epoch-filters", type=int_at_least(1), default=256, help="d of simple in the epoch run")
     add("--no-epoch", action="store_true", help="skip the epoch run even with --data-dir")
+    add("--blocks", action="store_true",
+        help="time the CIFAR-shaped network's conv blocks instead of whole steps")
     add("--device", choices=("cuda", "cpu"), default="cuda")
     add("--threads", type=int_at_least(1), default=len(os.sched_getaffinity(0)),
         help="intra-op threads with --device cpu [default: the cores this process may use]")
@@ -141,13 +149,19 @@ def build_model(name, filters):
     if name == "lenet":
         return lenet((32, 64))
     if name == "cifar":
-        blocks = []
-        for inputs, outputs in ((3, 64), (64, 128), (128, 256)):
-            blocks += [nn.Conv2d(inputs, outputs, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+        blocks = [layer for channels in CIFAR_BLOCKS for layer in cifar_block(*channels)]
         return nn.Sequential(*blocks, nn.Flatten(), nn.Linear(256 * 4 * 4, 10))
     return nn.Sequential(
         nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+CIFAR_BLOCKS = ((3, 64), (64, 128), (128, 256))  # (input channels, filters) of each block
+
+
+def cifar_block(inputs, outputs):
+    """One block of the CIFAR-shaped network: conv 3x3 with padding 1, ReLU, 2x2 max-pool."""
+    return [nn.Conv2d(inputs, outputs, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
 
 
 def lenet(channels, hidden=128):
@@ -292,6 +306,50 @@ def bench_point(name, batch, filters, variant, warmup, repeats):
             "warmup": warmup, "timing": timing}
 
 
+def bench_blocks(batch, variant, warmup, repeats):
+    """"blocks" entries: each CIFAR-shaped block's forward and backward on seeded random
+    data, gradients cleared (set to None) before each run as the training step does."""
+    entries = []
+    side = input_shape("cifar")[1]
+    for index, (inputs, outputs) in enumerate(CIFAR_BLOCKS):
+        torch.manual_seed(0)
+        set_tf32(variant.endswith("-tf32"))
+        block = nn.Sequential(*cifar_block(inputs, outputs)).to(DEVICE)
+        forward = block
+        if variant in COMPILED:
+            torch._dynamo.reset()
+            forward = torch.compile(block)
+        # The first block is fed with data: no input gradient, as in a training step.
+        x = torch.randn(batch, inputs, side, side, device=DEVICE, requires_grad=index > 0)
+        grad = torch.randn(batch, outputs, side // 2, side // 2, device=DEVICE)
+
+        def run(x, grad):
+            block.zero_grad(set_to_none=True)
+            x.grad = None
+            forward(x).backward(grad)
+
+        timing = time_steps(run, x, grad, warmup, repeats)
+        shape = f"conv 3x3 {inputs}→{outputs} on {side}x{side}"
+        log(f"{variant} block {index + 1} ({shape}) batch={batch}: {timing['median_ms']:.3f} ms")
+        entries.append({"block": index + 1, "shape": shape, "variant": variant, "batch": batch,
+                        "warmup": warmup, "timing": timing})
+        side //= 2
+    return entries
+
+
+def blocks_table(blocks, variants):
+    """Block medians in ms: one row per block and batch, one column per variant."""
+    medians = {(b["block"], b["shape"], b["batch"], b["variant"]): b["timing"]["median_ms"]
+               for b in blocks}
+    rows = dict.fromkeys(key[:3] for key in medians)
+    lines = ["| block | batch | " + " | ".join(f"{v} median ms" for v in variants) + " |",
+             "|---|---:|" + "---:|" * len(variants)]
+    for block, shape, batch in rows:
+        cells = [f"{medians[(block, shape, batch, v)]:.3f}" for v in variants]
+        lines.append(f"| {block}: {shape} | {batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def find_idx(directory, name):
     """The path of IDX file `name` in `directory`, raw or gzipped."""
     for path in (directory / name, directory / f"{name}.gz"):
@@ -368,6 +426,11 @@ def run_epoch(name, filters, variant, batch, warmup, train, test):
 
 def report(steps, epochs, started):
     """The document in the schema the Rust tool deserializes (deny_unknown_fields)."""
+    return {"sources": [source(started)], "steps": steps, "phases": [], "epochs": epochs}
+
+
+def source(started):
+    """Where and how this run measured: device, versions, command and date."""
     if DEVICE == "cuda":
         software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
                     f"cuDNN {torch.backends.cudnn.version()}")
@@ -375,10 +438,9 @@ def report(steps, epochs, started):
     else:
         software = f"torch {torch.__version__}"
         device = f"{cpu_name()} ({torch.get_num_threads()} threads)"
-    source = {"tool": "bench/pytorch_reference.py", "device": device,
-              "software": software, "command": shlex.join(["python3", *sys.argv]),
-              "date": started.strftime("%Y-%m-%dT%H:%M:%SZ")}
-    return {"sources": [source], "steps": steps, "phases": [], "epochs": epochs}
+    return {"tool": "bench/pytorch_reference.py", "device": device,
+            "software": software, "command": shlex.join(["python3", *sys.argv]),
+            "date": started.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def cpu_name():
@@ -437,6 +499,12 @@ def main():
         configure_cuda()
     names = args.variants or (["eager", "compile"] if DEVICE == "cuda" else ["eager"])
     variants = usable_variants(names)
+    if args.blocks:
+        blocks = [entry for variant in variants for batch in args.batches
+                  for entry in bench_blocks(batch, variant, args.warmup, args.repeats)]
+        write_json(args.out, {"sources": [source(started)], "blocks": blocks})
+        print(blocks_table(blocks, variants))
+        return
     points = sweep_points(args)
     steps = [bench_point(model, batch, filters, variant, args.warmup, args.repeats)
              for variant in variants for model, batch, filters in points]

@@ -1,8 +1,11 @@
-//! Times cubenet's kernels against Burn's on the single-conv CNN's shapes, op by op, on one device
-//! in one run (whole training steps: the `backend_swap` example).
+//! Times cubenet's kernels against Burn's on one device in one run: the single-conv CNN's
+//! layer op by op, or (`--cifar`) each conv·ReLU·pool block of the CIFAR-shaped network
+//! forward + backward, as a training step runs it (whole steps: `cubenet bench`;
+//! `bench/pytorch_reference.py --blocks` times the same blocks in PyTorch).
 //!
 //! ```text
 //! cargo run --release --example kernel_bench --features cuda -- --json kernels.json
+//! cargo run --release --example kernel_bench --features cuda -- --cifar --batches 128,512
 //! ```
 
 use std::path::PathBuf;
@@ -11,7 +14,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cubenet::atomic_file::write_atomically;
 use cubenet::backend::{BackendKind, BackendTask, run_on};
-use cubenet::bench::{OpComparison, Protocol, compare_ops};
+use cubenet::bench::{BenchModel, OpComparison, Protocol, compare_blocks, compare_ops};
 use cubenet_kernels::AutodiffKernelBackend;
 use serde::Serialize;
 
@@ -21,12 +24,15 @@ struct Args {
     /// Backend to time [default: cuda when compiled in, else ndarray]
     #[arg(long, value_enum)]
     backend: Option<BackendKind>,
-    /// Images per batch
-    #[arg(long, default_value_t = 1000)]
-    batch: usize,
-    /// Filter counts d to time
+    /// Images per batch, one section each
+    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    batches: Vec<usize>,
+    /// Filter counts d of the single-conv CNN to time
     #[arg(long, value_delimiter = ',', default_value = "32,256")]
     filters: Vec<usize>,
+    /// Time the CIFAR-shaped network's three blocks instead of the single-conv CNN's ops
+    #[arg(long)]
+    cifar: bool,
     /// Untimed runs before timing
     #[arg(long, default_value_t = 5)]
     warmup: usize,
@@ -41,8 +47,15 @@ struct Args {
 #[derive(Serialize)]
 struct Report {
     backend: BackendKind,
+    sections: Vec<Section>,
+}
+
+/// The ops timed on one layer (or network) at one batch size.
+#[derive(Serialize)]
+struct Section {
     batch: usize,
-    ops: Vec<(usize, Vec<OpComparison>)>,
+    layer: String,
+    ops: Vec<OpComparison>,
 }
 
 struct Bench(Args);
@@ -52,46 +65,62 @@ impl BackendTask for Bench {
 
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Report {
         let Args {
-            batch,
+            batches,
             filters,
+            cifar,
             warmup,
             repeats,
             ..
         } = self.0;
         let protocol = Protocol { warmup, repeats };
-        // Progress goes to stderr as each section finishes: a run cut off by a time limit
-        // still shows what it measured.
-        let ops = filters
-            .iter()
-            .map(|&d| {
-                let ops = compare_ops::<B::InnerBackend>(&device, batch, d, protocol);
+        let mut sections = Vec::new();
+        for batch in batches {
+            let layers: Vec<(String, Vec<OpComparison>)> = if cifar {
+                let blocks = BenchModel::cifar_blocks();
+                vec![(
+                    "CIFAR-shaped".to_string(),
+                    compare_blocks::<B::InnerBackend>(&device, batch, &blocks, protocol),
+                )]
+            } else {
+                filters
+                    .iter()
+                    .map(|&d| {
+                        let ops = compare_ops::<B::InnerBackend>(&device, batch, d, protocol);
+                        (format!("d={d}"), ops)
+                    })
+                    .collect()
+            };
+            for (layer, ops) in layers {
+                // Progress goes to stderr as each section finishes: a run cut off by a time
+                // limit still shows what it measured.
                 for op in &ops {
                     eprintln!(
-                        "d={d} {}: custom {:.3} ms, burn {:.3} ms",
+                        "batch {batch} {layer} {}: custom {:.3} ms, burn {:.3} ms",
                         op.op, op.custom.median_ms, op.burn.median_ms
                     );
                 }
-                (d, ops)
-            })
-            .collect();
+                sections.push(Section { batch, layer, ops });
+            }
+        }
         Report {
             backend: kind,
-            batch,
-            ops,
+            sections,
         }
     }
 }
 
 fn print_report(report: &Report) {
     println!(
-        "backend {}, batch {}, milliseconds (median of timed runs)\n",
-        report.backend, report.batch
+        "backend {}, milliseconds (median of timed runs)\n",
+        report.backend
     );
-    println!("| d | op | custom | burn | speedup |\n|---|---|---|---|---|");
-    for (d, ops) in &report.ops {
-        for op in ops {
+    println!("| batch | layer | op | custom | burn | speedup |\n|---|---|---|---|---|---|");
+    for section in &report.sections {
+        for op in &section.ops {
             println!(
-                "| {d} | {} | {:.3} | {:.3} | {:.2}x |",
+                "| {} | {} | {} | {:.3} | {:.3} | {:.2}x |",
+                section.batch,
+                section.layer,
                 op.op,
                 op.custom.median_ms,
                 op.burn.median_ms,

@@ -17,7 +17,7 @@ mod timing;
 mod variant;
 
 pub use epoch::{EpochResult, time_epoch};
-pub use ops::{OpComparison, compare_ops};
+pub use ops::{BlockShape, OpComparison, compare_blocks, compare_ops};
 pub use phases::{PHASES, time_phases};
 pub use report::{
     EPOCH_IMAGES, EpochRecord, PhaseRecord, Report, ReportError, ScalingRecord, Source, StepRecord,

@@ -1,10 +1,11 @@
-//! Each op of the single-conv CNN's conv layer, forward and backward, by cubenet's kernels and by
-//! Burn's, on the same backend and the same data.
+//! Each op of the single-conv CNN's conv layer, and each conv·ReLU·pool block of a deeper
+//! network, forward and backward, by cubenet's kernels and by Burn's, on the same backend and
+//! the same data.
 
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
-use cubenet_kernels::{ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d};
+use cubenet_kernels::{ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d, reference};
 use serde::Serialize;
 
 use super::timing::{Protocol, Timing, time_synced};
@@ -211,4 +212,98 @@ pub fn compare_ops<B: KernelBackend>(
             }),
         ),
     ]
+}
+
+/// A conv·bias·ReLU·2×2-max-pool block: the shape of its input (`[channels, height,
+/// width]`), its filters, and its square kernel and zero padding (stride 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockShape {
+    pub input: [usize; 3],
+    pub filters: usize,
+    pub kernel: usize,
+    pub padding: usize,
+}
+
+impl BlockShape {
+    /// The shape of the block's pooled output, `[channels, height, width]`.
+    pub fn output(&self) -> [usize; 3] {
+        let [_, h, w] = self.input;
+        let [conv_h, conv_w] = self.conv().output_size([h, w], [self.kernel, self.kernel]);
+        [self.filters, conv_h / 2, conv_w / 2]
+    }
+
+    fn conv(&self) -> ConvOptions2d {
+        ConvOptions2d::new([1, 1], [self.padding; 2])
+    }
+}
+
+/// Times each of `blocks` (a network's, in order) forward and backward together, as a
+/// training step runs it: the fused forward, then the weight, bias and — for every block
+/// but the first, which is fed with data — input gradients from a random pooled gradient;
+/// cubenet's kernels against Burn's chain of ops (conv, ReLU, max-pool and their backward).
+pub fn compare_blocks<B: KernelBackend>(
+    device: &B::Device,
+    batch: usize,
+    blocks: &[BlockShape],
+    protocol: Protocol,
+) -> Vec<OpComparison> {
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(index, block)| {
+            let [c, h, w] = block.input;
+            let [f, k] = [block.filters, block.kernel];
+            let x = random::<B, 4>([batch, c, h, w], device);
+            let weight = random::<B, 4>([f, c, k, k], device);
+            let bias = random::<B, 1>([f], device);
+            let [_, pooled_h, pooled_w] = block.output();
+            let grad = random::<B, 4>([batch, f, pooled_h, pooled_w], device);
+            let conv = block.conv();
+            let wants = GradsWanted {
+                x: index > 0,
+                bias: true,
+            };
+            let custom = time_synced::<B>(device, protocol, || {
+                let (_, argmax) =
+                    B::conv_relu_pool(x.clone(), weight.clone(), Some(bias.clone()), conv, POOL);
+                let grads = B::conv_relu_pool_backward(
+                    x.clone(),
+                    weight.clone(),
+                    grad.clone(),
+                    argmax,
+                    conv,
+                    POOL,
+                    wants,
+                );
+                drop(grads);
+            });
+            let burn = time_synced::<B>(device, protocol, || {
+                let (_, argmax) = reference::conv_relu_pool::<B>(
+                    x.clone(),
+                    weight.clone(),
+                    Some(bias.clone()),
+                    conv,
+                    POOL,
+                );
+                let grads = reference::conv_relu_pool_backward::<B>(
+                    x.clone(),
+                    weight.clone(),
+                    grad.clone(),
+                    argmax,
+                    conv,
+                    POOL,
+                    wants,
+                );
+                drop(grads);
+            });
+            OpComparison {
+                op: format!(
+                    "block {}: conv {k}x{k} {c}→{f} on {h}x{w}, ReLU, pool: forward + backward",
+                    index + 1
+                ),
+                custom,
+                burn,
+            }
+        })
+        .collect()
 }

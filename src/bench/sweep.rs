@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::ops::BlockShape;
 use super::timing::Protocol;
 use super::variant::Variant;
 use crate::data::{IMAGE_PIXELS, IMAGE_SIDE, NUM_CLASSES};
@@ -43,8 +44,10 @@ pub enum BenchModel {
     Cifar,
 }
 
-/// Filters of the CIFAR-shaped CNN's three conv blocks.
+/// Filters of the CIFAR-shaped CNN's three conv blocks, and their kernel and padding.
 pub const CIFAR_FILTERS: [usize; 3] = [64, 128, 256];
+const CIFAR_KERNEL: usize = 3;
+const CIFAR_PADDING: usize = 1;
 
 impl BenchModel {
     /// The network's configuration; `filters` only matters for [`BenchModel::Simple`].
@@ -75,7 +78,11 @@ impl BenchModel {
                     .iter()
                     .flat_map(|&filters| {
                         [
-                            LayerSpec::Conv(ConvSpec::new(filters).with_padding(1)),
+                            LayerSpec::Conv(
+                                ConvSpec::new(filters)
+                                    .with_kernel(CIFAR_KERNEL)
+                                    .with_padding(CIFAR_PADDING),
+                            ),
                             LayerSpec::Relu,
                             LayerSpec::pool(2),
                         ]
@@ -105,6 +112,24 @@ impl BenchModel {
             BenchModel::Cifar => [3, 32, 32],
             BenchModel::Simple | BenchModel::Lenet | BenchModel::Mlp => [1, IMAGE_SIDE, IMAGE_SIDE],
         }
+    }
+
+    /// The CIFAR-shaped network's conv·ReLU·pool blocks, in order.
+    pub fn cifar_blocks() -> Vec<BlockShape> {
+        let mut input = BenchModel::Cifar.input();
+        CIFAR_FILTERS
+            .iter()
+            .map(|&filters| {
+                let block = BlockShape {
+                    input,
+                    filters,
+                    kernel: CIFAR_KERNEL,
+                    padding: CIFAR_PADDING,
+                };
+                input = block.output();
+                block
+            })
+            .collect()
     }
 
     /// Whether the filter count d is one of the network's sizes.

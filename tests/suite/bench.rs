@@ -7,8 +7,8 @@ use std::process::Command;
 
 use burn::backend::{Autodiff, NdArray};
 use cubenet::bench::{
-    BenchModel, BenchPlan, PHASES, Point, Protocol, Report, ReportError, SpeedrunConfig, Sweep,
-    Variant, speedrun, time_epoch, time_phases,
+    BenchModel, BenchPlan, BlockShape, PHASES, Point, Protocol, Report, ReportError,
+    SpeedrunConfig, Sweep, Variant, compare_blocks, speedrun, time_epoch, time_phases,
 };
 use cubenet::data::{MnistSource, Split};
 use cubenet::model::{ImageModelConfig, KernelPath, SimpleCnnConfig};
@@ -283,6 +283,48 @@ fn phase_breakdown_times_every_phase() {
     for t in timings {
         assert_eq!(t.runs, 3);
         assert!(t.min_ms <= t.median_ms && t.median_ms <= t.max_ms, "{t:?}");
+    }
+}
+
+#[test]
+fn cifar_blocks_chain_to_the_dense_layer_and_time_both_ways() {
+    let blocks = BenchModel::cifar_blocks();
+    let inputs: Vec<[usize; 3]> = blocks.iter().map(|b| b.input).collect();
+    assert_eq!(inputs, [[3, 32, 32], [64, 16, 16], [128, 8, 8]]);
+    // The last block's pooled map is what the dense layer flattens.
+    assert_eq!(blocks[2].output(), [256, 4, 4]);
+    // An odd map with no padding: the pool drops the last row and column.
+    let odd = BlockShape {
+        input: [2, 9, 9],
+        filters: 3,
+        kernel: 3,
+        padding: 0,
+    };
+    assert_eq!(odd.output(), [3, 3, 3]);
+
+    let protocol = Protocol {
+        warmup: 1,
+        repeats: 3,
+    };
+    let small = [
+        odd,
+        BlockShape {
+            input: [3, 6, 6],
+            ..odd
+        },
+    ];
+    let ops = compare_blocks::<NdArray>(&Default::default(), 2, &small, protocol);
+    assert_eq!(ops.len(), 2);
+    assert!(
+        ops[0].op.starts_with("block 1: conv 3x3 2→3 on 9x9"),
+        "{}",
+        ops[0].op
+    );
+    for op in ops {
+        for t in [op.custom, op.burn] {
+            assert_eq!(t.runs, 3);
+            assert!(t.min_ms <= t.median_ms && t.median_ms <= t.max_ms, "{t:?}");
+        }
     }
 }
 

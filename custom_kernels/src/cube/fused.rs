@@ -1,7 +1,8 @@
 //! The fused conv·bias·ReLU·max-pool on CubeCL: a forward that writes only the pooled map
 //! and its argmax, and a backward made of the convolution's gradients with the argmax
-//! routing the pooled gradient. Multi-channel layers under a 2×2 stride-2 pool run as an
-//! implicit GEMM ([`super::conv_gemm`]); the rest on the direct kernel here.
+//! routing the pooled gradient. Layers under a 2×2 stride-2 pool whose filters sum enough
+//! (channel, tap) terms run as an implicit GEMM ([`super::conv_gemm`]); the rest on the
+//! direct kernel here.
 
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;

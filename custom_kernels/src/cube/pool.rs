@@ -8,12 +8,12 @@ use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
 use super::alloc::{empty_group, empty_like};
-use super::grid::elementwise;
+use super::grid::{elementwise, elementwise_over};
 use super::launch::launch;
 use super::layout::dims4;
 use crate::PoolOptions2d;
 use crate::kernels::geometry::Window;
-use crate::kernels::pool::{max_pool2d_backward, max_pool2d_forward};
+use crate::kernels::pool::{max_pool2d_backward, max_pool2d_forward, max_pool2x2_backward};
 
 /// The pooled map and its argmax.
 pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
@@ -51,8 +51,9 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement>(
     input_grad::<R, F>(&grad, &argmax, window(pool), dims4(&x))
 }
 
-/// The gradient of a max-pool's input of `shape`, gathered from the pooled gradient
-/// `grad` (contiguous) through `argmax`.
+/// The gradient of a max-pool's input of `shape`, from the pooled gradient `grad`
+/// (contiguous) through `argmax`: a 2×2 block per unit under the 2×2 stride-2 pool, else
+/// gathered over the windows covering each position.
 pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
     grad: &CubeTensor<R>,
     argmax: &CubeTensor<R>,
@@ -60,17 +61,36 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
     shape: [usize; 4],
 ) -> CubeTensor<R> {
     let x_grad = empty_like(grad, shape, F::dtype());
-    let (count, dim) = elementwise(&x_grad);
-    launch!(max_pool2d_backward::<F, R>(
-        &x_grad,
-        count,
-        dim,
+    let (grad_arg, argmax_arg) = (
         grad.clone().into_tensor_arg(),
         argmax.clone().into_tensor_arg(),
-        x_grad.clone().into_tensor_arg(),
-        window,
-        argmax_storage(Some(argmax)),
-    ));
+    );
+    let argmax_type = argmax_storage(Some(argmax));
+    if window.is_2x2_tiling() {
+        let [n, c, h, w] = shape;
+        let (count, dim) = elementwise_over(&x_grad.client, n * c * h.div_ceil(2) * w.div_ceil(2));
+        launch!(max_pool2x2_backward::<F, R>(
+            &x_grad,
+            count,
+            dim,
+            grad_arg,
+            argmax_arg,
+            x_grad.clone().into_tensor_arg(),
+            argmax_type,
+        ));
+    } else {
+        let (count, dim) = elementwise(&x_grad);
+        launch!(max_pool2d_backward::<F, R>(
+            &x_grad,
+            count,
+            dim,
+            grad_arg,
+            argmax_arg,
+            x_grad.clone().into_tensor_arg(),
+            window,
+            argmax_type,
+        ));
+    }
     x_grad
 }
 

@@ -26,6 +26,12 @@ impl Window {
             pad_w: padding[1] as u32,
         }
     }
+
+    /// Whether this is the 2×2 stride-2 unpadded pool, whose windows tile the map in 2×2
+    /// blocks (the networks' pool, which several kernels handle in blocks).
+    pub fn is_2x2_tiling(self) -> bool {
+        self == Window::new([2, 2], [2, 2], [0, 0])
+    }
 }
 
 /// An input map's height, width and row stride, read once from its tensor before a

@@ -5,11 +5,14 @@
 //!   argmax = kh·KW + kw of the first maximum in row-major window order.
 //! Backward, for each input (n, c, ih, iw):
 //!   dx = Σ over windows covering (ih, iw) whose argmax is (ih, iw) of dout.
-//! The backward is a gather (no atomics), so it is deterministic.
+//! The backward is a gather (no atomics), so it is deterministic. Under the networks' 2×2
+//! stride-2 unpadded pool each input position lies in at most one window, so
+//! [`max_pool2x2_backward`] writes a window's four positions from one read of its argmax
+//! and gradient instead.
 
 use cubecl::prelude::*;
 
-use super::geometry::{Window, gather_from_windows, nchw_position};
+use super::geometry::{NO_ARGMAX, Window, gather_from_windows, nchw_position};
 
 #[cube(launch_unchecked)]
 pub fn max_pool2d_forward<F: Float, A: Int>(
@@ -71,4 +74,51 @@ pub fn max_pool2d_backward<F: Float, A: Int>(
     let (n, c, ih, iw) = nchw_position(pos, x_grad);
     let plane = n * x_grad.shape(1) + c;
     x_grad[pos] = gather_from_windows(grad, argmax, plane, ih, iw, window);
+}
+
+/// The backward of a 2×2 stride-2 unpadded max-pool: one unit per 2×2 block of the input
+/// (⌈h/2⌉ × ⌈w/2⌉ a plane), each block the window of one pooled position — or of none, past
+/// an odd edge, where it gets zeros. The unit writes the window's gradient at its argmax and
+/// zeros at the other three positions.
+#[cube(launch_unchecked)]
+pub fn max_pool2x2_backward<F: Float, A: Int>(
+    grad: &Tensor<F>,
+    argmax: &Tensor<A>,
+    x_grad: &mut Tensor<F>,
+    #[define(A)] _argmax_type: StorageType,
+) {
+    let rows = x_grad.shape(2) as u32;
+    let cols = x_grad.shape(3) as u32;
+    let blocks_w = cols.div_ceil(2);
+    let plane_blocks = (rows.div_ceil(2) * blocks_w) as usize;
+    let pos = ABSOLUTE_POS;
+    if pos >= x_grad.shape(0) * x_grad.shape(1) * plane_blocks {
+        terminate!();
+    }
+    let plane = pos / plane_blocks;
+    let in_plane = (pos % plane_blocks) as u32;
+    let bh = in_plane / blocks_w;
+    let bw = in_plane % blocks_w;
+    let grad_h = grad.shape(2) as u32;
+    let grad_w = grad.shape(3) as u32;
+    let mut g = F::new(0.0);
+    let mut offset = NO_ARGMAX.runtime();
+    if bh < grad_h && bw < grad_w {
+        let window = plane * (grad_h * grad_w) as usize + (bh * grad_w + bw) as usize;
+        offset = u32::cast_from(argmax[window]);
+        g = grad[window];
+    }
+    let base = plane * (rows * cols) as usize;
+    #[unroll]
+    for r in 0..4u32 {
+        let ih = bh * 2 + r / 2;
+        let iw = bw * 2 + r % 2;
+        if ih < rows && iw < cols {
+            let mut value = F::new(0.0);
+            if offset == r {
+                value = g;
+            }
+            x_grad[base + (ih * cols + iw) as usize] = value;
+        }
+    }
 }
