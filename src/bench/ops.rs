@@ -5,7 +5,9 @@
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
-use cubenet_kernels::{ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d, reference};
+use cubenet_kernels::{
+    ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d, reference,
+};
 use serde::Serialize;
 
 use super::timing::{Protocol, Timing, time_synced};
@@ -237,6 +239,25 @@ impl BlockShape {
     }
 }
 
+/// The fused conv·bias·ReLU·pool forward: [`KernelBackend::conv_relu_pool`]'s signature.
+type BlockForward<B> = fn(
+    FloatTensor<B>,
+    FloatTensor<B>,
+    Option<FloatTensor<B>>,
+    ConvOptions2d,
+    PoolOptions2d,
+) -> (FloatTensor<B>, IntTensor<B>);
+/// Its backward: [`KernelBackend::conv_relu_pool_backward`]'s signature.
+type BlockBackward<B> = fn(
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+    IntTensor<B>,
+    ConvOptions2d,
+    PoolOptions2d,
+    GradsWanted,
+) -> LayerGrads<FloatTensor<B>>;
+
 /// Times each of `blocks` (a network's, in order) forward and backward together, as a
 /// training step runs it: the fused forward, then the weight, bias and — for every block
 /// but the first, which is fed with data — input gradients from a random pooled gradient;
@@ -263,39 +284,20 @@ pub fn compare_blocks<B: KernelBackend>(
                 x: index > 0,
                 bias: true,
             };
-            let custom = time_synced::<B>(device, protocol, || {
-                let (_, argmax) =
-                    B::conv_relu_pool(x.clone(), weight.clone(), Some(bias.clone()), conv, POOL);
-                let grads = B::conv_relu_pool_backward(
-                    x.clone(),
-                    weight.clone(),
-                    grad.clone(),
-                    argmax,
-                    conv,
-                    POOL,
-                    wants,
-                );
-                drop(grads);
-            });
-            let burn = time_synced::<B>(device, protocol, || {
-                let (_, argmax) = reference::conv_relu_pool::<B>(
-                    x.clone(),
-                    weight.clone(),
-                    Some(bias.clone()),
-                    conv,
-                    POOL,
-                );
-                let grads = reference::conv_relu_pool_backward::<B>(
-                    x.clone(),
-                    weight.clone(),
-                    grad.clone(),
-                    argmax,
-                    conv,
-                    POOL,
-                    wants,
-                );
-                drop(grads);
-            });
+            // One block's forward then backward, by either implementation of the ops.
+            let time_with = |forward: BlockForward<B>, backward: BlockBackward<B>| {
+                time_synced::<B>(device, protocol, || {
+                    let bias = Some(bias.clone());
+                    let (_, argmax) = forward(x.clone(), weight.clone(), bias, conv, POOL);
+                    let (x, weight, grad) = (x.clone(), weight.clone(), grad.clone());
+                    drop(backward(x, weight, grad, argmax, conv, POOL, wants));
+                })
+            };
+            let custom = time_with(B::conv_relu_pool, B::conv_relu_pool_backward);
+            let burn = time_with(
+                reference::conv_relu_pool::<B>,
+                reference::conv_relu_pool_backward::<B>,
+            );
             OpComparison {
                 op: format!(
                     "block {}: conv {k}x{k} {c}→{f} on {h}x{w}, ReLU, pool: forward + backward",
