@@ -337,19 +337,6 @@ def bench_blocks(batch, variant, warmup, repeats):
     return entries
 
 
-def blocks_table(blocks, variants):
-    """Block medians in ms: one row per block and batch, one column per variant."""
-    medians = {(b["block"], b["shape"], b["batch"], b["variant"]): b["timing"]["median_ms"]
-               for b in blocks}
-    rows = dict.fromkeys(key[:3] for key in medians)
-    lines = ["| block | batch | " + " | ".join(f"{v} median ms" for v in variants) + " |",
-             "|---|---:|" + "---:|" * len(variants)]
-    for block, shape, batch in rows:
-        cells = [f"{medians[(block, shape, batch, v)]:.3f}" for v in variants]
-        lines.append(f"| {block}: {shape} | {batch} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def find_idx(directory, name):
     """The path of IDX file `name` in `directory`, raw or gzipped."""
     for path in (directory / name, directory / f"{name}.gz"):
@@ -464,18 +451,20 @@ def write_json(path, document):
     os.replace(tmp, path)
 
 
-def markdown_table(steps, variants):
-    """Step medians in ms: one row per model/filters/batch, one column per variant."""
-    medians = {(s["model"], s["filters"], s["batch"], s["variant"]): s["timing"]["median_ms"]
-               for s in steps}
-    rows = dict.fromkeys(key[:3] for key in medians)
-    lines = ["| model | filters | batch | " + " | ".join(f"{v} median ms" for v in variants) + " |",
-             "|---|---:|---:|" + "---:|" * len(variants)]
-    for model, filters, batch in rows:
-        cells = [f"{medians[(model, filters, batch, v)]:.2f}"
-                 if (model, filters, batch, v) in medians else "-" for v in variants]
-        lines.append(f"| {model} | {'-' if filters is None else filters} | {batch} | "
-                     + " | ".join(cells) + " |")
+def median_table(entries, columns, variants, digits):
+    """Medians in ms: one row per distinct value of the entries' `columns` (None shown as "-"),
+    one column per variant ("-" where a variant has no entry)."""
+    medians = {tuple(e[c] for c in columns) + (e["variant"],): e["timing"]["median_ms"]
+               for e in entries}
+    rows = dict.fromkeys(key[:-1] for key in medians)
+    lines = ["| " + " | ".join(columns) + " | "
+             + " | ".join(f"{v} median ms" for v in variants) + " |",
+             "|---|" + "---:|" * (len(columns) - 1 + len(variants))]
+    for row in rows:
+        cells = [f"{medians[row + (v,)]:.{digits}f}" if row + (v,) in medians else "-"
+                 for v in variants]
+        lines.append("| " + " | ".join("-" if value is None else str(value) for value in row)
+                     + " | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -503,7 +492,7 @@ def main():
         blocks = [entry for variant in variants for batch in args.batches
                   for entry in bench_blocks(batch, variant, args.warmup, args.repeats)]
         write_json(args.out, {"sources": [source(started)], "blocks": blocks})
-        print(blocks_table(blocks, variants))
+        print(median_table(blocks, ["block", "shape", "batch"], variants, 3))
         return
     points = sweep_points(args)
     steps = [bench_point(model, batch, filters, variant, args.warmup, args.repeats)
@@ -515,7 +504,7 @@ def main():
                   for variant in variants for model in args.models
                   if input_shape(model) == input_shape("simple")]
     write_json(args.out, report(steps, epochs, started))
-    print(markdown_table(steps, variants))
+    print(median_table(steps, ["model", "filters", "batch"], variants, 2))
 
 
 if __name__ == "__main__":

@@ -17,21 +17,11 @@
 # CubeCL autotunes Burn's kernels at the "minimal" level, to fit the device calls' time.
 set -uo pipefail
 stage=${1:?usage: $0 cuda|burn|torch|cpu|headline}
-bin=.device-bin
 out=${OUT:-gpu-out}
-mnist=$bin/mnist
+logs=$out
 mkdir -p "$out"
-for f in "$bin"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x "$bin"/cubenet "$bin"/mnist_speedrun 2>/dev/null
-
-# run NAME SECONDS COMMAND...: one measurement, its stderr in $out/NAME.log.
-run() {
-  local name=$1 limit=$2; shift 2
-  echo "== $name: $*"
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$out/$name.md" 2> "$out/$name.log"
-  echo "   exit $? after $((SECONDS - start)) s"
-}
+source scripts/device_bin.sh
+mnist=$bin/mnist
 swap() { local name=$1 limit=$2; shift 2; run "$name" "$limit" "$bin/cubenet" bench --out "$out/$name" "$@"; }
 torch() { local name=$1 limit=$2; shift 2; run "$name" "$limit" python3 bench/pytorch_reference.py --out "$out/$name.json" "$@"; }
 

@@ -5,11 +5,9 @@
 #   ../shared/tools/pack-for-device -- --all-features --workspace --tests   # then keep only kernels-*
 # then run this with the packed binaries in .device-bin/ and logs going to $OUT (default ./gpu-out).
 set -uo pipefail
-bin=.device-bin
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-for f in "$bin"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-chmod +x "$bin"/* 2>/dev/null
+source scripts/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 
 step() { echo "== $*"; }

@@ -14,25 +14,13 @@
 #                                       # and PyTorch; the speedrun, cubenet and PyTorch
 # Logs go to $OUT/logs (tarred into $OUT/logs.tgz at the end: a device call returns 8 files).
 set -uo pipefail
-bin=.device-bin
 out=${OUT:-gpu-out}
 logs=$out/logs
 mkdir -p "$logs"
-for f in "$bin"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
-for f in "$bin"/*.xz; do [ -e "$f" ] && xz -d -f "$f"; done
-chmod +x "$bin"/* 2>/dev/null
+source scripts/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
   | tee -a "$logs/gpu.txt"
 export CUBECL_AUTOTUNE_LEVEL=minimal
-
-# run NAME SECONDS COMMAND...: stdout to $logs/NAME.md, stderr to $logs/NAME.log.
-run() {
-  local name=$1 limit=$2; shift 2
-  echo "== $name: $*"
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$logs/$name.md" 2> "$logs/$name.log"
-  echo "   exit $? after $((SECONDS - start)) s"
-}
 steps="--variants cuda-cubenet --no-phases --repeats 50 --models lenet,cifar"
 
 for stage in "$@"; do
