@@ -21,6 +21,7 @@ use clap::Parser;
 use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource, synthetic};
 use cubenet::model::{Activation, Task};
+use cubenet::train::claim_artifact_dir;
 use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularModel, TabularRun};
 
 #[derive(Debug, Parser)]
@@ -44,8 +45,12 @@ struct Args {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.artifact_dir)?;
-    let csv = args.artifact_dir.join(format!("market-{}.csv", args.rows));
+    // The generated table is kept in a folder of the artifact directory (not beside the
+    // files runs write there), so later runs reuse it.
+    claim_artifact_dir(&args.artifact_dir, &[])?;
+    let data_dir = args.artifact_dir.join("data");
+    std::fs::create_dir_all(&data_dir)?;
+    let csv = data_dir.join(format!("market-{}.csv", args.rows));
     if args.regenerate || !csv.exists() {
         let start = Instant::now();
         synthetic::market(args.rows, args.seed).write_csv(&csv)?;

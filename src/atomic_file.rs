@@ -5,11 +5,16 @@
 //! model records and checkpoints, CSV predictions, plots, benchmark reports. A `.partial-*`
 //! file left by a killed process is never taken for the real one (resuming a run clears
 //! those in its checkpoint directory).
+//!
+//! For tests of what a full disk does, `CUBENET_DISK_FULL_AFTER=N` makes this writer fail
+//! with ENOSPC once the files written through it in this process exceed `N` bytes.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Prefix of a file still being written.
 pub const PARTIAL_PREFIX: &str = ".partial-";
@@ -51,6 +56,7 @@ pub fn write_atomically_with(
     partial_name.push(name);
     let partial = path.with_file_name(partial_name);
     let written = write(&partial)
+        .and_then(|()| simulated_disk().take(fs::metadata(&partial)?.len()))
         .and_then(|()| File::open(&partial)?.sync_all())
         .and_then(|()| fs::rename(&partial, path))
         .and_then(|()| sync_parent(path));
@@ -59,6 +65,36 @@ pub fn write_atomically_with(
         let _ = fs::remove_file(&partial);
     }
     written.map_err(fail)
+}
+
+/// The disk of `CUBENET_DISK_FULL_AFTER` (see the module docs): bytes written so far, and
+/// the most it holds.
+struct SimulatedDisk {
+    written: AtomicU64,
+    capacity: Option<u64>,
+}
+
+impl SimulatedDisk {
+    /// Counts a file of `bytes`; ENOSPC, as a real disk says it, once past the capacity.
+    fn take(&self, bytes: u64) -> io::Result<()> {
+        let Some(capacity) = self.capacity else {
+            return Ok(());
+        };
+        match self.written.fetch_add(bytes, Ordering::Relaxed) + bytes > capacity {
+            true => Err(io::Error::from_raw_os_error(28)),
+            false => Ok(()),
+        }
+    }
+}
+
+fn simulated_disk() -> &'static SimulatedDisk {
+    static DISK: OnceLock<SimulatedDisk> = OnceLock::new();
+    DISK.get_or_init(|| SimulatedDisk {
+        written: AtomicU64::new(0),
+        capacity: std::env::var("CUBENET_DISK_FULL_AFTER")
+            .ok()
+            .and_then(|bytes| bytes.parse().ok()),
+    })
 }
 
 /// Flushes the directory holding `path`, which records a rename into it.
@@ -88,6 +124,21 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["config.json"]);
+    }
+
+    #[test]
+    fn a_full_simulated_disk_fails_with_enospc() {
+        let disk = SimulatedDisk {
+            written: AtomicU64::new(0),
+            capacity: Some(10),
+        };
+        disk.take(6).unwrap();
+        let full = disk.take(6).unwrap_err();
+        assert_eq!(full.raw_os_error(), Some(28));
+        assert!(
+            full.to_string().contains("No space left on device"),
+            "{full}"
+        );
     }
 
     #[test]

@@ -188,6 +188,7 @@ pub fn devices_at<B: burn::tensor::backend::Backend>(
     default: &B::Device,
     indices: &[usize],
 ) -> Result<Vec<B::Device>, BackendError> {
+    use burn::prelude::DeviceOps;
     use burn::tensor::backend::DeviceId;
 
     let type_id = default.to_id().type_id;

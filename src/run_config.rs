@@ -53,10 +53,17 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
+    #[error("{}: {}{message}", path.display(), key.as_ref().map(|k| format!("`{k}`: ")).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        /// The key the message is about, where known.
+        key: Option<String>,
+        message: String,
+    },
     #[error("`--set {0}` is not KEY=VALUE (e.g. training.epochs=5)")]
     Override(String),
+    #[error("`--set {assignment}`: {message}")]
+    BadOverride { assignment: String, message: String },
     #[error("{0}")]
     Invalid(String),
 }
@@ -352,6 +359,8 @@ pub struct TrainingSection {
     pub seed: Option<u64>,
     /// Images: threads assembling batches.
     pub workers: Option<usize>,
+    /// Images: the largest training set (in megabytes) kept on the device.
+    pub device_data_mb: Option<usize>,
     /// Images: the backend's devices to train on, data-parallel with `batch_size` images
     /// on each (tables train on one device).
     pub devices: Option<Vec<usize>>,
@@ -395,16 +404,34 @@ impl RunConfig {
 
     fn with_overrides(text: &str, path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
         let mut value = parse_value(text, path)?;
+        let mut applied = Vec::new();
         for assignment in overrides {
-            set(&mut value, assignment)?;
+            applied.push(set(&mut value, assignment)?);
         }
-        Self::from_value(value, path)
+        Self::from_value(value, path).map_err(|error| match error {
+            ConfigError::Parse {
+                key: Some(key),
+                message,
+                ..
+            } => blame_override(&applied, &key, &message).unwrap_or_else(|| ConfigError::Parse {
+                path: path.to_path_buf(),
+                key: Some(key),
+                message,
+            }),
+            other => other,
+        })
     }
 
+    /// The run file's table as a config; an error names the key it is about (`training.epochs`)
+    /// where serde can tell.
     fn from_value(value: toml::Table, path: &Path) -> Result<Self, ConfigError> {
-        Self::deserialize(value).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.message().to_string(),
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let key = e.path().to_string();
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                key: (key != ".").then_some(key),
+                message: e.inner().message().trim_end().to_string(),
+            }
         })
     }
 
@@ -500,6 +527,7 @@ impl RunConfig {
                     .with_patience(t.patience.unwrap_or(defaults.patience))
                     .with_seed(t.seed.unwrap_or(defaults.seed))
                     .with_workers(t.workers.unwrap_or(defaults.workers))
+                    .with_device_data_mb(t.device_data_mb.unwrap_or(defaults.device_data_mb))
                     .with_learning_rate(learning_rate)
                     .with_valid_fraction(options.valid_fraction)
                     .with_limit_train(options.limit_train)
@@ -512,6 +540,7 @@ impl RunConfig {
                     patience: Some(config.patience),
                     seed: Some(config.seed),
                     workers: Some(config.workers),
+                    device_data_mb: Some(config.device_data_mb),
                     devices: Some(config.devices.clone()),
                 };
                 config
@@ -544,8 +573,10 @@ impl RunConfig {
                         "set [model] task = \"regression\", \"binary\" or \"multiclass\"".into(),
                     );
                 };
-                if t.workers.is_some() {
-                    return invalid("[training] workers is for image runs".into());
+                if t.workers.is_some() || t.device_data_mb.is_some() {
+                    return invalid(
+                        "[training] workers and device_data_mb are for image runs".into(),
+                    );
                 }
                 let (data, features, targets, split, standardize) = match table {
                     TableSection::Csv {
@@ -606,6 +637,7 @@ impl RunConfig {
                     patience: Some(config.patience),
                     seed: Some(config.seed),
                     workers: None,
+                    device_data_mb: None,
                     devices: None,
                 };
                 Job::Tabular { config, data }
@@ -631,6 +663,7 @@ fn parse_value(text: &str, path: &Path) -> Result<toml::Table, ConfigError> {
         });
         ConfigError::Parse {
             path: path.to_path_buf(),
+            key: None,
             message: format!(
                 "{}{}",
                 place.unwrap_or_default(),
@@ -640,8 +673,37 @@ fn parse_value(text: &str, path: &Path) -> Result<toml::Table, ConfigError> {
     })
 }
 
+/// A `--set` applied to a run file's table.
+struct Applied<'a> {
+    assignment: &'a str,
+    /// `training.epochs`.
+    key: String,
+    /// The section it created, which the run file did not have.
+    new_section: Option<String>,
+}
+
+/// The error about `key` (`message`) told as the fault of the `--set` that wrote the key or
+/// created its section, if one did.
+fn blame_override(applied: &[Applied], key: &str, message: &str) -> Option<ConfigError> {
+    applied.iter().rev().find_map(|set| {
+        let within = |prefix: &str| key == prefix || key.starts_with(&format!("{prefix}."));
+        let message = match &set.new_section {
+            _ if key == set.key => message.to_string(),
+            Some(section) if within(section) => format!(
+                "the run file has no [{section}] section, and a new one needs more than this \
+                 key: {message}"
+            ),
+            _ => return None,
+        };
+        Some(ConfigError::BadOverride {
+            assignment: set.assignment.to_string(),
+            message,
+        })
+    })
+}
+
 /// Applies `section.key=value` to `table`; a value that is not TOML is taken as a string.
-fn set(table: &mut toml::Table, assignment: &str) -> Result<(), ConfigError> {
+fn set<'a>(table: &mut toml::Table, assignment: &'a str) -> Result<Applied<'a>, ConfigError> {
     let bad = || ConfigError::Override(assignment.to_string());
     let (key, raw) = assignment.split_once('=').ok_or_else(bad)?;
     let path: Vec<&str> = key.trim().split('.').collect();
@@ -654,6 +716,8 @@ fn set(table: &mut toml::Table, assignment: &str) -> Result<(), ConfigError> {
         .and_then(|mut t| t.remove("v"))
         .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
     let (last, parents) = path.split_last().expect("split yields at least one part");
+    let new_section =
+        (!parents.is_empty() && !table.contains_key(parents[0])).then(|| parents[0].to_string());
     let mut current = table;
     for part in parents {
         current = current
@@ -663,7 +727,11 @@ fn set(table: &mut toml::Table, assignment: &str) -> Result<(), ConfigError> {
             .ok_or_else(bad)?;
     }
     current.insert(last.to_string(), value);
-    Ok(())
+    Ok(Applied {
+        assignment,
+        key: path.join("."),
+        new_section,
+    })
 }
 
 #[cfg(test)]
@@ -726,6 +794,26 @@ mod tests {
                 .contains("epocs")
         );
         assert!(matches!(set("epochs"), Err(ConfigError::Override(_))));
+        assert_eq!(
+            set("training.epochs=three").unwrap_err().to_string(),
+            "`--set training.epochs=three`: invalid type: string \"three\", expected usize"
+        );
+        let no_section = set("optimizer.learning_rate=0.1").unwrap_err().to_string();
+        assert!(
+            no_section.starts_with(
+                "`--set optimizer.learning_rate=0.1`: the run file has no [optimizer] section"
+            ) && no_section.contains("`kind`"),
+            "{no_section}"
+        );
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let err = parse("[data]\nkind = \"mnist\"\n[training]\nepochs = \"three\"\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "run.toml: `training.epochs`: invalid type: string \"three\", expected usize"
+        );
     }
 
     #[test]

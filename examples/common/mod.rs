@@ -10,10 +10,11 @@ use anyhow::ensure;
 use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource};
 use cubenet::error_line::error_line;
+use cubenet::train::claim_artifact_dir;
 use cubenet::train::tabular::{TabularConfig, TabularReport, TabularRun, TestMetrics};
 
-/// Writes `table` to `artifact_dir/csv_name`, trains `config` on that file on `backend`, and
-/// prints the report.
+/// Writes `table` to `artifact_dir/data/csv_name`, trains `config` on that file on
+/// `backend`, and prints the report.
 pub fn train_on_csv(
     table: Table,
     csv_name: &str,
@@ -21,8 +22,10 @@ pub fn train_on_csv(
     backend: BackendKind,
     artifact_dir: &Path,
 ) -> anyhow::Result<TabularReport> {
-    std::fs::create_dir_all(artifact_dir)?;
-    let csv = artifact_dir.join(csv_name);
+    claim_artifact_dir(artifact_dir, &[])?;
+    let data_dir = artifact_dir.join("data");
+    std::fs::create_dir_all(&data_dir)?;
+    let csv = data_dir.join(csv_name);
     table.write_csv(&csv)?;
     let run = TabularRun {
         config,

@@ -34,20 +34,28 @@ impl Augment {
         if self.pad > 0 {
             let pad = self.pad;
             let padded_width = w + 2 * pad;
-            // Output pixel (y, x) of image i reads padded pixel (y + dy_i, x + dx_i).
-            let mut index = Vec::with_capacity(n * h * w);
-            for _ in 0..n {
-                let dy = rng.random_range(0..=2 * pad);
-                let dx = rng.random_range(0..=2 * pad);
-                for y in 0..h {
-                    index.extend((0..w).map(|x| ((y + dy) * padded_width + x + dx) as i64));
-                }
-            }
-            let index = Tensor::<B, 3, Int>::from_data(
-                TensorData::new(index, [n, 1, h * w]).convert::<IntElem<B>>(),
+            // Output pixel (y, x) of image i reads padded pixel (y + dy_i, x + dx_i): the
+            // flat index y·padded_width + x shifted by dy_i·padded_width + dx_i. Only the
+            // shifts are drawn here; the index is built on the device.
+            let shifts: Vec<i64> = (0..n)
+                .map(|_| {
+                    let dy = rng.random_range(0..=2 * pad);
+                    let dx = rng.random_range(0..=2 * pad);
+                    (dy * padded_width + dx) as i64
+                })
+                .collect();
+            let shifts = Tensor::<B, 1, Int>::from_data(
+                TensorData::new(shifts, [n]).convert::<IntElem<B>>(),
                 &device,
-            )
-            .expand([n, c, h * w]);
+            );
+            let pixel = Tensor::<B, 1, Int>::arange(0..(h * w) as i64, &device);
+            let row_start = pixel
+                .clone()
+                .div_scalar(w as i64)
+                .mul_scalar((2 * pad) as i64);
+            let index = (shifts.reshape([n, 1]) + (pixel + row_start).reshape([1, h * w]))
+                .reshape([n, 1, h * w])
+                .expand([n, c, h * w]);
             images = images
                 .pad((pad, pad, pad, pad), PadMode::Constant(0.0))
                 .reshape([n, c, (h + 2 * pad) * padded_width])

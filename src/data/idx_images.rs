@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{DataError, ImageSet, ImageShape, read_idx_file};
+use super::{DataError, ImageSet, ImageShape, inferred_classes, read_idx_file};
 
 /// An IDX image file and the IDX label file of the same images (raw or gzip).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,10 +60,15 @@ pub fn read_idx_images(
         }
         None => {
             let splits = std::iter::once(&train_split).chain(&test_split);
-            let count = splits
+            let labels = splits
                 .flat_map(|split| &split.labels)
-                .max()
-                .map_or(0, |&max| max + 1);
+                .map(|&l| u64::from(l));
+            let count = inferred_classes(labels, "`classes = [\"name\", …]` in [data]").map_err(
+                |what| DataError::Image {
+                    path: train.labels.clone(),
+                    what,
+                },
+            )?;
             (0..count).map(|label| label.to_string()).collect()
         }
     };
@@ -81,6 +86,7 @@ fn read_split(files: &IdxFiles) -> Result<RawSplit, DataError> {
         what,
     };
     let (count, height, width) = match images.dims[..] {
+        [0, _, _] => return Err(invalid(&files.images, "holds no images".into())),
         [count, height, width] if height > 0 && width > 0 => (count, height, width),
         _ => {
             return Err(invalid(
@@ -152,7 +158,7 @@ mod tests {
     fn images_of_any_size_with_classes_from_both_splits() {
         let dir = tempfile::tempdir().unwrap();
         let train = write(dir.path(), "train", 5, 7, &[0, 4, 2]);
-        let test = write(dir.path(), "test", 5, 7, &[6]);
+        let test = write(dir.path(), "test", 5, 7, &[6, 1, 3, 5]);
         let (train_set, test_set) = read_idx_images(&train, Some(&test), None).unwrap();
         let shape = ImageShape {
             channels: 1,

@@ -98,7 +98,21 @@ pub fn read_image_folder(
             what: format!("cannot resize images to size {size:?}: both sides must be at least 1"),
         });
     }
-    let (classes, files) = list_folder(root, like.map(ImageSet::classes))?;
+    let (classes, files, skipped) = list_folder(root, like.map(ImageSet::classes))?;
+    println!(
+        "{}: {} images in {} classes{}",
+        root.display(),
+        files.len(),
+        classes.len(),
+        match skipped.as_slice() {
+            [] => String::new(),
+            [first, ..] => format!(
+                "; skipped {} files that are not .png, .jpg or .jpeg (`{}` …)",
+                skipped.len(),
+                first.display()
+            ),
+        }
+    );
     let Some(cache) = cache else {
         let images = decode_folder(root, decoding, like, classes, &files)?;
         return Ok((images, Origin::Decoded));
@@ -112,12 +126,13 @@ pub fn read_image_folder(
     Ok((images, Origin::Decoded))
 }
 
-/// The class names and every image file of each class, in name order. `known` (the
-/// training classes) fixes the labels of a test folder, which may lack some of them.
+/// The class names and every image file of each class, in name order, and the files in the
+/// class folders that are not images. `known` (the training classes) fixes the labels of a
+/// test folder, which may lack some of them.
 fn list_folder(
     root: &Path,
     known: Option<&[String]>,
-) -> Result<(Vec<String>, Vec<Entry>), DataError> {
+) -> Result<(Vec<String>, Vec<Entry>, Vec<PathBuf>), DataError> {
     let folders: Vec<(String, PathBuf)> = sorted_entries(root)?
         .into_iter()
         .filter(|path| path.is_dir())
@@ -134,9 +149,18 @@ fn list_folder(
     }
     let classes = match known {
         Some(known) => known.to_vec(),
+        None if folders.len() == 1 => {
+            return Err(DataError::Image {
+                path: root.to_path_buf(),
+                what: format!(
+                    "has one class folder (`{}`): a classifier needs at least two",
+                    folders[0].0
+                ),
+            });
+        }
         None => folders.iter().map(|(name, _)| name.clone()).collect(),
     };
-    let mut files = Vec::new();
+    let (mut files, mut skipped) = (Vec::new(), Vec::new());
     for (name, folder) in &folders {
         let label = classes
             .iter()
@@ -149,15 +173,15 @@ fn list_folder(
                 ),
             })?;
         let before = files.len();
-        files.extend(
-            sorted_entries(folder)?
-                .into_iter()
-                .filter(|path| is_image(path) && path.is_file())
-                .map(|path| Entry {
+        for path in sorted_entries(folder)?.into_iter().filter(|p| p.is_file()) {
+            match is_image(&path) {
+                true => files.push(Entry {
                     path,
                     label: label as u32,
                 }),
-        );
+                false => skipped.push(path),
+            }
+        }
         if files.len() == before {
             return Err(DataError::Image {
                 path: folder.clone(),
@@ -165,7 +189,7 @@ fn list_folder(
             });
         }
     }
-    Ok((classes, files))
+    Ok((classes, files, skipped))
 }
 
 /// The paths in directory `dir`, sorted.
@@ -270,10 +294,12 @@ fn decode_folder(
                 return Err(DataError::Image {
                     path: file.path.clone(),
                     what: format!(
-                        "image is {} pixels but {reference} {}: set `size = [height, width]` \
-                         to resize every image",
+                        "image is {} pixels but {reference} {}: set `size = [{}, {}]` \
+                         ([height, width]) in [data] to resize every image to that size",
                         side_text(found),
-                        side_text(shape)
+                        side_text(shape),
+                        shape.height,
+                        shape.width
                     ),
                 });
             }
@@ -465,11 +491,15 @@ mod tests {
     #[test]
     fn channels_are_converted() {
         let dir = tempfile::tempdir().unwrap();
-        fs::create_dir(dir.path().join("c")).unwrap();
+        // Class `c` holds the image looked at; `d`, a second class, a copy of it.
+        for class in ["c", "d"] {
+            fs::create_dir(dir.path().join(class)).unwrap();
+        }
         let colors = [[0, 0, 0], [255, 255, 255], [90, 90, 90], [255, 0, 0]];
-        RgbImage::from_fn(4, 1, |x, _| image::Rgb(colors[x as usize]))
-            .save(dir.path().join("c/rgb.png"))
-            .unwrap();
+        let rgb = RgbImage::from_fn(4, 1, |x, _| image::Rgb(colors[x as usize]));
+        for class in ["c", "d"] {
+            rgb.save(dir.path().join(class).join("rgb.png")).unwrap();
+        }
         let gray = Decoding {
             channels: Channels::Gray,
             size: None,
@@ -479,18 +509,18 @@ mod tests {
         assert_eq!(&luma.image(0)[..3], [0, 255, 90]);
         assert!((40..80).contains(&luma.image(0)[3]), "red is a dark gray");
 
-        fs::remove_file(dir.path().join("c/rgb.png")).unwrap();
-        GrayImage::from_raw(2, 1, vec![7, 200])
-            .unwrap()
-            .save(dir.path().join("c/gray.png"))
-            .unwrap();
+        let gray = GrayImage::from_raw(2, 1, vec![7, 200]).unwrap();
+        for class in ["c", "d"] {
+            fs::remove_file(dir.path().join(class).join("rgb.png")).unwrap();
+            gray.save(dir.path().join(class).join("gray.png")).unwrap();
+        }
         let color = read(dir.path(), Decoding::default()).unwrap();
         assert_eq!(color.image(0), [7, 200, 7, 200, 7, 200]);
     }
 
     #[test]
     fn size_resizes_every_image() {
-        let dir = folder(&[("a", &[("one.png", 0)])]);
+        let dir = folder(&[("a", &[("one.png", 0)]), ("b", &[("two.png", 1)])]);
         GrayImage::from_pixel(8, 4, image::Luma([100]))
             .save(dir.path().join("a/big.jpg"))
             .unwrap();
@@ -504,7 +534,7 @@ mod tests {
             height: 5,
             width: 7,
         };
-        assert_eq!((images.len(), images.shape()), (2, shape));
+        assert_eq!((images.len(), images.shape()), (3, shape));
         // A flat gray stays flat through JPEG and resizing, give or take rounding.
         assert!(images.image(0).iter().all(|p| p.abs_diff(100) <= 2));
         let zero = Decoding {

@@ -114,6 +114,25 @@ impl ImageSource {
 }
 
 impl ImageSource {
+    /// The files and folders the source reads.
+    pub fn inputs(&self) -> Vec<&Path> {
+        match self {
+            ImageSource::ImageFolder {
+                root, test_root, ..
+            } => std::iter::once(root)
+                .chain(test_root)
+                .map(|p| p.as_path())
+                .collect(),
+            ImageSource::Idx { train, test, .. } => std::iter::once(train)
+                .chain(test)
+                .flat_map(|files| [files.images.as_path(), files.labels.as_path()])
+                .collect(),
+            ImageSource::Cifar { dir } => vec![dir],
+            ImageSource::Mnist(MnistSource::Dir(dir)) => vec![dir],
+            ImageSource::Mnist(MnistSource::Download) => Vec::new(),
+        }
+    }
+
     /// The per-channel statistics a run normalizes with: MNIST's usual constants for
     /// MNIST, else those of the training images (`indices` of `train`).
     pub fn normalization(&self, train: &ImageSet, indices: &[usize]) -> ChannelStats {

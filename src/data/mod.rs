@@ -7,6 +7,8 @@
 mod augment;
 mod batcher;
 mod cifar;
+mod class_count;
+mod device_images;
 mod device_rows;
 mod epoch_shuffle;
 mod idx;
@@ -29,6 +31,8 @@ use crate::atomic_file::WriteError;
 pub use augment::{Augment, batch_seed};
 pub use batcher::{ImageBatch, ImageBatcher};
 pub use cifar::{CIFAR10_CLASSES, read_cifar10};
+pub use class_count::{MAX_INFERRED_CLASSES, inferred_classes};
+pub use device_images::{DeviceImages, Pass};
 pub use device_rows::{DeviceRows, RowBatch};
 pub use epoch_shuffle::{EpochShuffled, epoch_order};
 pub use idx::{IdxArray, decode_idx, parse_idx, read_idx_file};
@@ -44,7 +48,7 @@ pub use mnist::{
     mnist_normalization,
 };
 pub use split::{SplitRatios, Standardizer};
-pub use table::{Table, write_csv_atomically};
+pub use table::{Table, check_replaceable_csv, write_csv_atomically};
 pub use table_source::{Generator, TableSource};
 
 /// What can go wrong while loading data; every variant names the file it concerns.

@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::DataError;
+use crate::atomic_file::{WriteError, write_atomically_with};
 
 /// A row-major block of `f32` values with named columns.
 #[derive(Debug, Clone, PartialEq)]
@@ -169,22 +170,43 @@ impl Table {
 }
 
 /// Runs `write` on a CSV writer to a temporary file beside `path`, then renames it into
-/// place, so that a reader (or a crash) never sees half a file.
+/// place ([`write_atomically_with`]), so that a reader (or a crash) never sees half a file.
 pub fn write_csv_atomically(
     path: &Path,
     write: impl FnOnce(&mut csv::Writer<std::fs::File>) -> csv::Result<()>,
 ) -> Result<(), DataError> {
-    let tmp = path.with_extension("partial");
-    let io_err = |source: std::io::Error| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let csv_err = |e: csv::Error| io_err(std::io::Error::other(e));
-    let mut writer = csv::Writer::from_path(&tmp).map_err(csv_err)?;
-    write(&mut writer).map_err(csv_err)?;
-    writer.flush().map_err(io_err)?;
-    drop(writer);
-    std::fs::rename(&tmp, path).map_err(io_err)
+    write_atomically_with(path, |partial| {
+        let mut writer = csv::Writer::from_path(partial)?;
+        write(&mut writer)?;
+        writer.flush()
+    })
+    .map_err(|WriteError { path, source }| DataError::Io { path, source })
+}
+
+/// Refuses `path` as the output of predictions whose header ends with `columns` unless it
+/// is absent or already such a file (predictions written before): cubenet never replaces a
+/// file it did not write, and reading an input back as the output would lose it.
+pub fn check_replaceable_csv(path: &Path, columns: &[&str]) -> Result<(), DataError> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let ends_with_columns = csv::Reader::from_path(path)
+        .and_then(|mut reader| reader.headers().cloned())
+        .is_ok_and(|header| {
+            let header: Vec<&str> = header.iter().collect();
+            header.ends_with(columns)
+        });
+    match ends_with_columns && path.is_file() {
+        true => Ok(()),
+        false => Err(DataError::Csv {
+            path: path.to_path_buf(),
+            reason: format!(
+                "exists and is not a predictions file (a CSV whose header ends with {}), so \
+                 cubenet will not replace it: choose another output path",
+                columns.join(",")
+            ),
+        }),
+    }
 }
 
 /// Parses one field; the error says what is wrong with it.

@@ -1,6 +1,6 @@
 //! Where a tabular run's rows come from: a CSV file, or one of the built-in generators.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +46,14 @@ impl TableSource {
             } => generator.generate(*rows, *seed),
         };
         table.select_columns(columns, &self.name())
+    }
+
+    /// The file the source reads, if any.
+    pub fn input(&self) -> Option<&Path> {
+        match self {
+            TableSource::Csv(path) => Some(path),
+            TableSource::Generated { .. } => None,
+        }
     }
 
     /// How errors name the source: the CSV's path, or `generated:<generator>`.

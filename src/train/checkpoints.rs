@@ -14,13 +14,16 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use burn::module::Module;
+use burn::lr_scheduler::LrScheduler;
+use burn::module::{AutodiffModule, Module};
+use burn::optim::Optimizer;
 use burn::prelude::Backend;
+use burn::tensor::backend::AutodiffBackend;
 use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::EventStoreClient;
 
 use super::TrainError;
-use super::recorder::{RECORD_EXTENSION, load_record};
+use super::recorder::{RECORD_EXTENSION, load_checked, load_record};
 use crate::atomic_file::PARTIAL_PREFIX;
 
 /// Subdirectory of the artifact directory holding the checkpoints (burn-train's name).
@@ -28,8 +31,10 @@ pub const CHECKPOINT_DIR: &str = "checkpoint";
 /// The settings a run was started with, inside [`CHECKPOINT_DIR`].
 const RUN_SETTINGS_FILE: &str = "run-settings.json";
 /// The records burn-train's checkpointer writes for each epoch, by its names for them.
-const PARTS: [&str; 3] = [MODEL, "optim", "scheduler"];
+const PARTS: [&str; 3] = [MODEL, OPTIMIZER, SCHEDULER];
 const MODEL: &str = "model";
+const OPTIMIZER: &str = "optim";
+const SCHEDULER: &str = "scheduler";
 
 /// The checkpoint directory of one artifact directory.
 #[derive(Debug, Clone)]
@@ -63,10 +68,15 @@ impl Checkpoints {
         load_record(&self.dir.join(file_name(MODEL, epoch)), model, device)
     }
 
-    /// The newest epoch with all of its records, if any.
-    pub fn last_complete(&self) -> Result<Option<usize>, TrainError> {
+    /// Whether a run saved its settings here: the mark of a cubenet run's directory.
+    pub fn is_run(&self) -> bool {
+        self.run_settings().is_file()
+    }
+
+    /// Every epoch with all of its records, oldest first.
+    pub fn complete_epochs(&self) -> Result<Vec<usize>, TrainError> {
         if !self.dir.is_dir() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let found: Vec<(String, usize)> = self
             .files()?
@@ -78,11 +88,41 @@ impl Checkpoints {
                 .iter()
                 .all(|part| found.contains(&(part.to_string(), epoch)))
         };
-        Ok(found
+        let mut epochs: Vec<usize> = found
             .iter()
             .map(|&(_, epoch)| epoch)
             .filter(|&epoch| complete(epoch))
-            .max())
+            .collect();
+        epochs.sort_unstable();
+        epochs.dedup();
+        Ok(epochs)
+    }
+
+    /// The newest epoch with all of its records, if any.
+    pub fn last_complete(&self) -> Result<Option<usize>, TrainError> {
+        Ok(self.complete_epochs()?.last().copied())
+    }
+
+    /// Checks that each record of `epoch` loads: the model's into `model`, the optimizer's
+    /// and the scheduler's as `O`'s and `S`'s records. burn-train panics on a record it
+    /// cannot load; this names the file instead.
+    pub fn check_epoch<B, M, O, S>(
+        &self,
+        epoch: usize,
+        model: &M,
+        device: &B::Device,
+    ) -> Result<(), TrainError>
+    where
+        B: AutodiffBackend,
+        M: AutodiffModule<B>,
+        O: Optimizer<M, B>,
+        S: LrScheduler,
+    {
+        self.load_model(epoch, model.clone(), device)?;
+        let path = |part| self.dir.join(file_name(part, epoch));
+        load_checked::<B, O::Record>(&path(OPTIMIZER), device)?;
+        load_checked::<B, S::Record<B>>(&path(SCHEDULER), device)?;
+        Ok(())
     }
 
     /// Deletes the records of every epoch not in `keep`.
@@ -91,7 +131,7 @@ impl Checkpoints {
     }
 
     /// Deletes the records of the epochs after `epoch` and every file left half-written:
-    /// what a run killed during epoch `epoch + 1` leaves behind.
+    /// what a run killed during epoch `epoch + 1` leaves behind (with 0, every record).
     pub fn discard_after(&self, epoch: usize) -> Result<(), TrainError> {
         self.remove_where(|name| {
             name.starts_with(PARTIAL_PREFIX) || parse(name).is_some_and(|(_, e)| e > epoch)
@@ -99,6 +139,9 @@ impl Checkpoints {
     }
 
     fn remove_where(&self, doomed: impl Fn(&str) -> bool) -> Result<(), TrainError> {
+        if !self.dir.is_dir() {
+            return Ok(());
+        }
         for (path, name) in self.files()? {
             if doomed(&name) {
                 fs::remove_file(&path).map_err(TrainError::io(&path))?;
@@ -110,8 +153,8 @@ impl Checkpoints {
     /// Every entry of the directory, with its file name.
     fn files(&self) -> Result<Vec<(PathBuf, String)>, TrainError> {
         let mut files = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(TrainError::io(&self.dir))? {
-            let path = entry.map_err(TrainError::io(&self.dir))?.path();
+        for entry in fs::read_dir(&self.dir).map_err(TrainError::read(&self.dir))? {
+            let path = entry.map_err(TrainError::read(&self.dir))?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let name = name.to_string();
             files.push((path, name));

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::Dataset;
 use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
 use burn::optim::AdamConfig;
@@ -16,16 +16,17 @@ use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraini
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
+use super::artifact_dir::claim_artifact_dir;
 use super::artifacts::{CONFIG_FILE, plot_learning_curves, save_config, save_model};
 use super::confusion::ConfusionMatrix;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::out_of_memory::fail_on_out_of_memory;
-use super::resume::{begin_run, check_checkpoint_fits};
+use super::resume::{Resumable, begin_run};
 use super::{ImageTrainingConfig, RunContext, RunError, TrainError, TrainingSpeed};
 use crate::backend::{BackendKind, BackendTask};
 use crate::data::{
-    ChannelStats, DataError, EpochShuffled, ImageBatcher, ImageShape, ImageSource, ImageSubset,
-    LoadedImages, MNIST_SHAPE, mnist_classes, mnist_normalization,
+    ChannelStats, DataError, DeviceImages, EpochShuffled, ImageBatch, ImageBatcher, ImageShape,
+    ImageSource, ImageSubset, LoadedImages, MNIST_SHAPE, Pass, mnist_classes, mnist_normalization,
 };
 use crate::model::{ImageModel, ImageModelConfig};
 
@@ -141,29 +142,22 @@ pub fn train<B: AutodiffKernelBackend>(
 ) -> Result<(ImageModel<B::InnerBackend>, Option<TrainingSpeed>), TrainError> {
     config.validate()?;
     let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
-    let resume_after = begin_run(artifact_dir, config, run.resume)?;
     B::seed(device, config.seed);
     let model = config.model.init::<B>(device)?;
-    if let Some(epoch) = resume_after {
-        check_checkpoint_fits(artifact_dir, epoch, &model, device)?;
-    }
+    let optimizer = AdamConfig::new().init();
+    // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
+    let steps = config.epochs * steps_per_epoch(splits.train.len(), config);
+    let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
+        .init()
+        .map_err(TrainError::Config)?;
+    let parts = Resumable {
+        model: &model,
+        optimizer: &optimizer,
+        scheduler: &schedule,
+    };
+    let resume_after = begin_run::<B, _, _, _, _>(artifact_dir, config, run.resume, parts, device)?;
 
-    let augment = config.augment.unwrap_or_default();
-    let train_loader = EpochShuffled::build(
-        DataLoaderBuilder::new(ImageBatcher::augmenting(augment, config.seed))
-            .batch_size(config.batch_size)
-            .num_workers(config.workers)
-            .set_device(device.clone()),
-        splits.train.clone(),
-        config.seed,
-        resume_after.map_or(1, |epoch| epoch + 1),
-    );
-    let valid_loader = DataLoaderBuilder::new(ImageBatcher::default())
-        .batch_size(EVAL_BATCH.max(config.batch_size))
-        .num_workers(config.workers)
-        .set_device(device.clone())
-        .build(splits.valid.clone());
-
+    let (train_loader, valid_loader) = loaders::<B>(config, splits, device, resume_after);
     let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .metric_train_numeric(LearningRateMetric::new());
@@ -179,12 +173,6 @@ pub fn train<B: AutodiffKernelBackend>(
     }
     let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
     let (training, watch) = with_run_settings(training, artifact_dir, length);
-    let optimizer = AdamConfig::new().init();
-    // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
-    let steps = config.epochs * steps_per_epoch(splits.train.len(), config);
-    let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
-        .init()
-        .map_err(TrainError::Config)?;
     let result = fail_on_out_of_memory(config.batch_size, &watch, || {
         training.launch(Learner::new(model, optimizer, schedule))
     })?;
@@ -206,6 +194,73 @@ pub fn train<B: AutodiffKernelBackend>(
         &[("Loss", "cross-entropy"), ("Accuracy", "%")],
     )?;
     Ok((model, speed))
+}
+
+/// The training and validation batches: from the device when both sets fit in
+/// `device_data_mb` ([`DeviceImages`]), else assembled on the host by `workers` threads. The
+/// choice is printed; the batches are the same either way.
+#[allow(clippy::type_complexity)]
+fn loaders<B: AutodiffKernelBackend>(
+    config: &ImageTrainingConfig,
+    splits: &ImageSplits,
+    device: &B::Device,
+    resume_after: Option<usize>,
+) -> (
+    Arc<dyn DataLoader<B, ImageBatch<B>>>,
+    Arc<dyn DataLoader<B::InnerBackend, ImageBatch<B::InnerBackend>>>,
+) {
+    let augment = config.augment.unwrap_or_default();
+    let first_epoch = resume_after.map_or(1, |epoch| epoch + 1);
+    let valid_batch = EVAL_BATCH.max(config.batch_size);
+    let bytes = DeviceImages::<B>::device_bytes(&splits.train)
+        + DeviceImages::<B>::device_bytes(&splits.valid);
+    let megabytes = bytes.div_ceil(1 << 20);
+    if megabytes <= config.device_data_mb {
+        println!(
+            "training data on the device: {} + {} images, {megabytes} MB",
+            splits.train.len(),
+            splits.valid.len()
+        );
+        let pass = Pass::Training {
+            seed: config.seed,
+            augment,
+        };
+        let train = DeviceImages::<B>::new(
+            splits.train.clone(),
+            pass,
+            config.batch_size,
+            device,
+            first_epoch,
+        );
+        let valid = DeviceImages::<B::InnerBackend>::new(
+            splits.valid.clone(),
+            Pass::InOrder,
+            valid_batch,
+            device,
+            1,
+        );
+        return (Arc::new(train), Arc::new(valid));
+    }
+    println!(
+        "training data streamed from the host by {} worker threads: {megabytes} MB is more than \
+         training.device_data_mb ({})",
+        config.workers, config.device_data_mb
+    );
+    let train = EpochShuffled::build(
+        DataLoaderBuilder::new(ImageBatcher::augmenting(augment, config.seed))
+            .batch_size(config.batch_size)
+            .num_workers(config.workers)
+            .set_device(device.clone()),
+        splits.train.clone(),
+        config.seed,
+        first_epoch,
+    );
+    let valid = DataLoaderBuilder::new(ImageBatcher::default())
+        .batch_size(valid_batch)
+        .num_workers(config.workers)
+        .set_device(device.clone())
+        .build(splits.valid.clone());
+    (train, valid)
 }
 
 /// Optimizer steps in an epoch of `images`: one per batch on one device; on several, one
@@ -258,6 +313,7 @@ impl BackendTask for ImageRun {
         let mut config = self.config;
         config.validate()?;
         let devices = crate::backend::devices_at::<B>(kind, &device, &config.devices)?;
+        claim_artifact_dir(&self.artifact_dir, &self.source.inputs())?;
         let cache = self.artifact_dir.join(IMAGE_CACHE_DIR);
         let splits = ImageSplits::load(&self.source, &config, Some(&cache))?;
         config.model = config.model.fit(splits.shape(), splits.classes().len())?;

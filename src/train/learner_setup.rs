@@ -95,8 +95,12 @@ where
     let _ = FileApplicationLoggerInstaller::new(dir.join(EXPERIMENT_LOG)).install();
     let mut training = training
         .with_application_logger(None)
-        .with_metric_logger(EpochMetricLogger::new(dir, length.resume_after))
-        .with_file_checkpointer(ModelRecorder::new())
+        .with_metric_logger(EpochMetricLogger::new(
+            dir,
+            length.resume_after,
+            watch.clone(),
+        ))
+        .with_file_checkpointer(ModelRecorder::stopping(watch.clone()))
         .with_checkpointing_strategy(SaveEveryEpoch)
         .early_stopping(PatienceStopping {
             patience: length.patience,
@@ -133,6 +137,9 @@ where
 {
     // Dropping the renderer closes the dashboard before anything else is printed.
     drop(result.renderer);
+    if let Some(failed) = watch.take_write_failure() {
+        return Err(failed.into());
+    }
     if let Some(failure) = watch.failure() {
         return Err(TrainError::NonFiniteLoss {
             epoch: failure.epoch,

@@ -1,6 +1,7 @@
 //! Training wiring: burn-train with a dashboard or epoch lines, artifacts, evaluation; image
 //! runs here, tabular (CSV) runs in [`tabular`].
 
+mod artifact_dir;
 mod artifacts;
 mod checkpoints;
 mod config;
@@ -20,6 +21,7 @@ mod watch;
 
 use std::path::PathBuf;
 
+pub use artifact_dir::{MARKER_FILE, claim_artifact_dir};
 pub use artifacts::{
     BestEpoch, CONFIG_FILE, CURVES_FILE, MODEL_FILE, load_model, plot_learning_curves,
     restore_best_epoch, save_config, save_model, valid_losses,
@@ -36,8 +38,8 @@ pub use images::{
     IMAGE_CACHE_DIR, ImageRun, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train,
 };
 pub use learner_setup::{RunLength, finish_run, with_run_settings};
-pub use recorder::ModelRecorder;
-pub use resume::begin_run;
+pub use recorder::{ModelRecorder, RecordError, decode_model_record, decode_record};
+pub use resume::{Resumable, begin_run};
 pub use run_context::RunContext;
 pub use watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
 
@@ -70,10 +72,24 @@ pub enum TrainError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("will not use {} as the artifact directory: {reason}", dir.display())]
+    ArtifactDir { dir: PathBuf, reason: String },
     #[error("cannot save the model to {}: {reason}", path.display())]
     Record { path: PathBuf, reason: String },
     #[error("cannot load a model from {}: {reason}", path.display())]
     Load { path: PathBuf, reason: String },
+    #[error("cannot load {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: RecordError,
+    },
     #[error("cannot read the metric logs in {}: {reason}", dir.display())]
     Logs { dir: PathBuf, reason: String },
     #[error(transparent)]
@@ -107,9 +123,25 @@ pub enum TrainError {
 }
 
 impl TrainError {
-    /// Maps an I/O error on `path` (`.map_err(TrainError::io(&path))`).
+    /// Maps an I/O error writing `path` (`.map_err(TrainError::io(&path))`).
     pub fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
         move |source| TrainError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Maps a record that `path` does not hold (`.map_err(TrainError::record(&path))`).
+    pub fn record(path: &std::path::Path) -> impl FnOnce(RecordError) -> TrainError + '_ {
+        move |source| TrainError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Maps an I/O error reading `path` (`.map_err(TrainError::read(&path))`).
+    pub fn read(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+        move |source| TrainError::Read {
             path: path.to_path_buf(),
             source,
         }

@@ -1,7 +1,7 @@
-//! Starting a run in its artifact directory: fresh (earlier logs and checkpoints cleared), or
-//! resumed from the newest epoch whose model, optimizer and scheduler checkpoints are all
-//! complete. The run's settings are saved next to the checkpoints so that a resume with
-//! different settings is refused instead of silently mixing two runs.
+//! Starting a run in its artifact directory: fresh (what earlier runs wrote there cleared), or
+//! resumed from the newest epoch whose model, optimizer and scheduler checkpoints all load.
+//! The run's settings are saved next to the checkpoints so that a resume with different
+//! settings is refused instead of silently mixing two runs.
 
 use std::fs;
 use std::path::Path;
@@ -9,44 +9,101 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use burn::module::Module;
-use burn::prelude::Backend;
+use burn::lr_scheduler::LrScheduler;
+use burn::module::AutodiffModule;
+use burn::optim::Optimizer;
+use burn::tensor::backend::AutodiffBackend;
 
 use super::TrainError;
+use super::artifact_dir::claim_artifact_dir;
 use super::checkpoints::Checkpoints;
+use super::recorder::RecordError;
 use crate::atomic_file::write_atomically;
 
 /// burn-train's metric logs, one `epoch-<k>` directory per epoch in each.
 const METRIC_LOG_DIRS: [&str; 2] = ["train", "valid"];
-/// Settings that may change between a run and its resume: how long it trains and the step
-/// size (lowering the learning rate is the usual answer to a diverged run).
-const MAY_CHANGE: [&str; 3] = ["epochs", "patience", "learning_rate"];
+/// Settings that may change between a run and its resume: how long it trains, the step
+/// size (lowering the learning rate is the usual answer to a diverged run), and where
+/// batches are assembled (which does not change them).
+const MAY_CHANGE: [&str; 5] = [
+    "epochs",
+    "patience",
+    "learning_rate",
+    "workers",
+    "device_data_mb",
+];
+
+/// What a run's checkpoints must load into: the model, the optimizer and the learning-rate
+/// scheduler it starts with (only their types matter for the optimizer and the scheduler).
+pub struct Resumable<'a, M, O, S> {
+    pub model: &'a M,
+    pub optimizer: &'a O,
+    pub scheduler: &'a S,
+}
 
 /// Prepares `dir` for a run with `settings` and returns the epoch training continues after:
 /// `None` for a fresh start (also when `resume` finds no complete checkpoint), `Some(k)`
-/// when resuming after epoch `k`.
-pub fn begin_run<S: Serialize>(
+/// when resuming after epoch `k`, the newest epoch whose checkpoint loads into `parts`
+/// (a damaged newer one is reported and set aside). Either way, what later epochs or an
+/// earlier run left in the checkpoint and metric-log folders is cleared, file by file.
+pub fn begin_run<B, M, O, S, T>(
     dir: &Path,
-    settings: &S,
+    settings: &T,
     resume: bool,
-) -> Result<Option<usize>, TrainError> {
+    parts: Resumable<'_, M, O, S>,
+    device: &B::Device,
+) -> Result<Option<usize>, TrainError>
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+    O: Optimizer<M, B>,
+    S: LrScheduler,
+    T: Serialize,
+{
+    claim_artifact_dir(dir, &[])?;
     let settings = serde_json::to_value(settings).expect("settings serialize to JSON");
     let settings_json = serde_json::to_string_pretty(&settings).expect("JSON values print");
     let checkpoints = Checkpoints::of(dir);
     let resume_after = match resume {
-        true => checkpoints.last_complete()?,
+        true => resume_point::<B, M, O, S>(dir, &settings, &checkpoints, parts, device)?,
         false => None,
     };
-    let Some(epoch) = resume_after else {
-        for stale in METRIC_LOG_DIRS.iter().map(|log| dir.join(log)) {
-            remove_dir(&stale)?;
-        }
-        remove_dir(checkpoints.dir())?;
-        fs::create_dir_all(checkpoints.dir()).map_err(TrainError::io(checkpoints.dir()))?;
-        write_atomically(&checkpoints.run_settings(), settings_json.as_bytes())?;
-        return Ok(None);
-    };
+    let keep = resume_after.unwrap_or(0);
+    // Later epochs' checkpoints are incomplete or damaged, their metric logs belong to the
+    // lost work; a fresh run keeps none of either.
+    checkpoints.discard_after(keep)?;
+    for split_dir in METRIC_LOG_DIRS.iter().map(|log| dir.join(log)) {
+        discard_logs_after(&split_dir, keep)?;
+    }
+    fs::create_dir_all(checkpoints.dir()).map_err(TrainError::io(checkpoints.dir()))?;
+    write_atomically(&checkpoints.run_settings(), settings_json.as_bytes())?;
+    Ok(resume_after)
+}
 
+/// Where `--resume` continues: the newest complete checkpoint that loads, announced on
+/// stdout, passing over damaged newer ones; an error when the saved settings differ, a
+/// checkpoint holds another network, or every complete checkpoint is damaged.
+fn resume_point<B, M, O, S>(
+    dir: &Path,
+    settings: &Value,
+    checkpoints: &Checkpoints,
+    parts: Resumable<'_, M, O, S>,
+    device: &B::Device,
+) -> Result<Option<usize>, TrainError>
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+    O: Optimizer<M, B>,
+    S: LrScheduler,
+{
+    let complete = checkpoints.complete_epochs()?;
+    if complete.is_empty() {
+        println!(
+            "no complete checkpoint in {}; starting from epoch 1",
+            dir.display()
+        );
+        return Ok(None);
+    }
     let saved_path = checkpoints.run_settings();
     let saved: Value = fs::read_to_string(&saved_path)
         .ok()
@@ -55,7 +112,7 @@ pub fn begin_run<S: Serialize>(
             dir: dir.to_path_buf(),
             reason: format!("{} is missing or unreadable", saved_path.display()),
         })?;
-    let changed = differences(&saved, &settings, "");
+    let changed = differences(&saved, settings, "");
     if !changed.is_empty() {
         return Err(TrainError::Resume {
             dir: dir.to_path_buf(),
@@ -67,39 +124,53 @@ pub fn begin_run<S: Serialize>(
             ),
         });
     }
-    // Later epochs' checkpoints are incomplete, their metric logs belong to the lost work.
-    checkpoints.discard_after(epoch)?;
-    for split_dir in METRIC_LOG_DIRS.iter().map(|log| dir.join(log)) {
-        let Ok(entries) = fs::read_dir(&split_dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.map_err(TrainError::io(&split_dir))?.path();
-            let logged_epoch = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix("epoch-"))
-                .and_then(|e| e.parse::<usize>().ok());
-            if logged_epoch.is_some_and(|e| e > epoch) {
-                remove_dir(&path)?;
+    let mut newest_damage = None;
+    for &epoch in complete.iter().rev() {
+        match checkpoints.check_epoch::<B, M, O, S>(epoch, parts.model, device) {
+            Ok(()) => {
+                if let Some(damage) = &newest_damage {
+                    println!("{damage}; the newest whole checkpoint is epoch {epoch}");
+                }
+                println!(
+                    "resuming after epoch {epoch} (checkpoints in {})",
+                    dir.display()
+                );
+                return Ok(Some(epoch));
             }
+            Err(
+                damage @ TrainError::Unreadable {
+                    source: RecordError::Damaged(_),
+                    ..
+                },
+            ) => {
+                newest_damage.get_or_insert(damage);
+            }
+            Err(other) => return Err(other),
         }
     }
-    write_atomically(&saved_path, settings_json.as_bytes())?;
-    Ok(Some(epoch))
+    Err(newest_damage.expect("every complete epoch was checked"))
 }
 
-/// Refuses to resume into `model` from a checkpoint of epoch `epoch` that holds another
-/// network (burn-train would load it without looking).
-pub fn check_checkpoint_fits<B: Backend, M: Module<B>>(
-    dir: &Path,
-    epoch: usize,
-    model: &M,
-    device: &B::Device,
-) -> Result<(), TrainError> {
-    Checkpoints::of(dir)
-        .load_model(epoch, model.clone(), device)
-        .map(|_| ())
+/// Deletes the `epoch-<k>` folders with `k > epoch` from the metric-log folder `split_dir`,
+/// and the folder itself if that leaves it empty.
+fn discard_logs_after(split_dir: &Path, epoch: usize) -> Result<(), TrainError> {
+    let Ok(entries) = fs::read_dir(split_dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let path = entry.map_err(TrainError::read(split_dir))?.path();
+        let logged_epoch = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("epoch-"))
+            .and_then(|e| e.parse::<usize>().ok());
+        if logged_epoch.is_some_and(|e| e > epoch) {
+            fs::remove_dir_all(&path).map_err(TrainError::io(&path))?;
+        }
+    }
+    // Not empty: it also holds epochs kept for the resume.
+    let _ = fs::remove_dir(split_dir);
+    Ok(())
 }
 
 /// Paths (`optimizer.momentum`) where `old` and `new` differ, ignoring [`MAY_CHANGE`].
@@ -131,15 +202,6 @@ fn differences(old: &Value, new: &Value, path: &str) -> Vec<String> {
     }
 }
 
-fn remove_dir(path: &Path) -> Result<(), TrainError> {
-    match fs::remove_dir_all(path) {
-        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
-            Err(TrainError::io(path)(source))
-        }
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +218,26 @@ mod tests {
             ["hidden", "optimizer.momentum"]
         );
         assert!(differences(&old, &old, "").is_empty());
+    }
+
+    #[test]
+    fn only_later_epochs_logs_are_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let train = dir.path().join("train");
+        for name in ["epoch-1", "epoch-2", "epoch-3", "notes"] {
+            fs::create_dir_all(train.join(name)).unwrap();
+        }
+        discard_logs_after(&train, 1).unwrap();
+        let mut left: Vec<_> = fs::read_dir(&train)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["epoch-1", "notes"]);
+        discard_logs_after(&train, 0).unwrap();
+        assert!(train.join("notes").is_dir());
+        fs::remove_dir(train.join("notes")).unwrap();
+        discard_logs_after(&train, 0).unwrap();
+        assert!(!train.exists());
     }
 }

@@ -12,6 +12,7 @@ use burn::prelude::*;
 use burn::train::metric::{Adaptor, Metric, MetricMetadata, MetricName, SerializedEntry};
 use burn::train::{ClassificationOutput, Interrupter};
 
+use crate::atomic_file::WriteError;
 use crate::model::TabularOutput;
 
 /// The loss of one step, read from the step's output after burn-train synced it, and the
@@ -115,6 +116,8 @@ struct Record {
     /// In epoch order.
     epochs: Vec<EpochRecord>,
     failure: Option<NonFiniteLoss>,
+    /// The first checkpoint that could not be written.
+    failed_write: Option<WriteError>,
 }
 
 impl Record {
@@ -142,6 +145,7 @@ impl TrainingWatch {
                 started: Instant::now(),
                 epochs: Vec::new(),
                 failure: None,
+                failed_write: None,
             })),
             interrupter,
             name: Arc::new("Loss check".into()),
@@ -153,6 +157,19 @@ impl TrainingWatch {
     /// allocation): the epoch is neither validated nor checkpointed.
     pub fn stop(&self, reason: &str) {
         self.interrupter.stop(Some(reason));
+    }
+
+    /// Stops training at a checkpoint that could not be written (a full disk), keeping the
+    /// first such error for [`Self::take_write_failure`].
+    pub fn write_failed(&self, error: WriteError) {
+        self.lock().failed_write.get_or_insert(error);
+        self.interrupter
+            .stop(Some("a checkpoint could not be written"));
+    }
+
+    /// The first checkpoint write that failed, if one did.
+    pub fn take_write_failure(&self) -> Option<WriteError> {
+        self.lock().failed_write.take()
     }
 
     /// The same watch, for validation steps: they end an epoch but stop nothing.

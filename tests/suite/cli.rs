@@ -197,6 +197,13 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights_and_metrics() {
         "the run finished before the kill"
     );
 
+    // A copy whose newest checkpoint is damaged resumes from the one before it.
+    let damaged = dir.path().join("damaged");
+    copy_dir(&killed, &damaged);
+    let optim = damaged.join("checkpoint/optim-2.mpk");
+    let bytes = std::fs::read(&optim).unwrap();
+    std::fs::write(&optim, &bytes[..bytes.len() / 3]).unwrap();
+
     let (output, resumed_out, stderr) = run(resumable_run(&killed).arg("--resume"));
     assert!(output.status.success(), "{stderr}");
     assert!(
@@ -204,6 +211,14 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights_and_metrics() {
         "{resumed_out}"
     );
     assert_eq!(test_line(&resumed_out), test_line(&whole_out));
+    let (output, fallback_out, stderr) = run(resumable_run(&damaged).arg("--resume"));
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        fallback_out.contains("optim-2.mpk: the file is damaged or truncated")
+            && fallback_out.contains("resuming after epoch 1"),
+        "{fallback_out}"
+    );
+    assert_eq!(test_line(&fallback_out), test_line(&whole_out));
     // The same weights: bit-identical predictions on fresh rows.
     let rows = cubenet::data::synthetic::linear(200, 7).split_columns(3).0;
     let predict = |dir: &Path| {
@@ -214,6 +229,7 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights_and_metrics() {
             .values
     };
     assert_eq!(predict(&killed), predict(&whole), "final weights differ");
+    assert_eq!(predict(&damaged), predict(&whole), "final weights differ");
     let no_partials = std::fs::read_dir(killed.join("checkpoint"))
         .unwrap()
         .all(|e| {
@@ -223,6 +239,19 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights_and_metrics() {
                 .starts_with(".partial")
         });
     assert!(no_partials);
+}
+
+/// Copies the folder `from` (files and folders, recursively) to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        match path.is_dir() {
+            true => copy_dir(&path, &target),
+            false => drop(std::fs::copy(&path, &target).unwrap()),
+        }
+    }
 }
 
 #[test]

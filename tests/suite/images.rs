@@ -113,6 +113,7 @@ fn an_rgb_image_folder_trains_evaluates_and_predicts() {
     let (train, test) = (dir.path().join("train"), dir.path().join("test"));
     write_folder(&train, 80, 1);
     write_folder(&test, 20, 2);
+    fs::write(train.join("red-square/notes.txt"), "not an image").unwrap();
     let config = run_file(
         dir.path(),
         &train,
@@ -124,6 +125,10 @@ fn an_rgb_image_folder_trains_evaluates_and_predicts() {
     // The layer table comes first.
     assert!(
         stdout.contains("8x32x32") && stdout.contains("total"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("400 images in 5 classes; skipped 1 files that are not .png"),
         "{stdout}"
     );
     let trained = accuracy(&stdout);
@@ -170,6 +175,30 @@ fn an_rgb_image_folder_trains_evaluates_and_predicts() {
         correct += usize::from(Path::new(path).parent().unwrap().ends_with(class));
     }
     assert!(correct >= 50, "{correct} of 100 right");
+
+    // A corrupt image among them: one line saying so, the earlier predictions kept.
+    let written = fs::read(&csv).unwrap();
+    fs::write(
+        test.join("red-square/013.png"),
+        b"\x89PNG\r\n\x1a\nnot a png",
+    )
+    .unwrap();
+    assert_user_error(
+        cubenet()
+            .args(["predict", "--backend", "ndarray", "--model-dir"])
+            .arg(&artifacts)
+            .arg(&test)
+            .arg("--output")
+            .arg(&csv),
+        "red-square/013.png",
+    );
+    let (_, _, stderr) = run(cubenet()
+        .args(["predict", "--backend", "ndarray", "--model-dir"])
+        .arg(&artifacts)
+        .arg(&test));
+    assert!(stderr.contains("(no predictions were written)"), "{stderr}");
+    assert_eq!(fs::read(&csv).unwrap(), written);
+    fs::remove_file(test.join("red-square/013.png")).unwrap();
 
     // One image: a line on stdout.
     let (output, stdout, stderr) = run(cubenet()
@@ -218,6 +247,18 @@ fn an_image_of_another_size_is_one_line_naming_the_file() {
                 .unwrap()
         },
         "red-square/002.png",
+    );
+}
+
+#[test]
+fn a_single_class_folder_is_refused() {
+    assert_bad_folder(
+        |train| {
+            for class in &CLASSES[1..] {
+                fs::remove_dir_all(train.join(class)).unwrap();
+            }
+        },
+        "has one class folder",
     );
 }
 

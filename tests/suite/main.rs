@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod common;
 mod data_parallel;
+mod data_safety;
 mod fused_sgd;
 mod images;
 mod kernel_paths;

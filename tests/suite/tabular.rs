@@ -70,9 +70,10 @@ fn quadrant_config() -> TabularConfig {
         .with_seed(3)
 }
 
-/// Trains the quadrant classifier from a CSV in `dir`; returns the model and its test rows.
+/// Trains the quadrant classifier from a CSV beside the artifact directory `dir`; returns
+/// the model and its test rows.
 fn train_quadrants(dir: &Path) -> (TabularModel<NdArray>, Rows, TestMetrics) {
-    let csv = dir.join("quadrants.csv");
+    let csv = dir.with_extension("csv");
     synthetic::quadrants(8000, 3).write_csv(&csv).unwrap();
     let config = quadrant_config();
     let splits = TabularSplits::load(&TableSource::Csv(csv.clone()), &config).unwrap();
@@ -103,8 +104,9 @@ fn train_quadrants(dir: &Path) -> (TabularModel<NdArray>, Rows, TestMetrics) {
 
 #[test]
 fn quadrant_classifier_reaches_99_percent_and_reloads_identically() {
-    let dir = tempfile::tempdir().unwrap();
-    let (model, test, metrics) = train_quadrants(dir.path());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("run");
+    let (model, test, metrics) = train_quadrants(&dir);
     let TestMetrics::Classification { accuracy } = metrics else {
         panic!("classification metrics expected, got {metrics:?}");
     };
@@ -115,19 +117,19 @@ fn quadrant_classifier_reaches_99_percent_and_reloads_identically() {
         "model.mpk",
         "curves.png",
     ] {
-        assert!(dir.path().join(file).is_file(), "{file} missing");
+        assert!(dir.join(file).is_file(), "{file} missing");
     }
 
     // save → load → predict gives the same numbers, in memory and through CSV files.
     let device = Default::default();
-    let loaded = TabularModel::<NdArray>::load(dir.path(), &device).unwrap();
+    let loaded = TabularModel::<NdArray>::load(&dir, &device).unwrap();
     assert_eq!(loaded.standardizer, model.standardizer);
     let before = model.predict(&test.inputs, &device);
     let after = loaded.predict(&test.inputs, &device);
     assert_eq!(before, after);
 
-    let input = dir.path().join("new.csv");
-    let output = dir.path().join("predicted.csv");
+    let input = root.path().join("new.csv");
+    let output = root.path().join("predicted.csv");
     let mut rows = test.inputs.clone();
     rows.columns = strings(&["x", "y"]);
     rows.write_csv(&input).unwrap();
@@ -172,7 +174,7 @@ fn multiclass_finds_its_classes_and_learns() {
     let (model, report) = train(
         &config,
         &splits,
-        &RunContext::<Cpu>::new(dir.path(), Default::default()),
+        &RunContext::<Cpu>::new(dir.path().join("run"), Default::default()),
     )
     .unwrap();
     assert_eq!(model.config.classes, Some(4));

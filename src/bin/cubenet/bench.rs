@@ -21,6 +21,7 @@ use cubenet::bench::{
     Variant, measurement_count, run_scaling, run_variant, this_run,
 };
 use cubenet::data::{ImageSubset, MnistSource, Split};
+use cubenet::train::claim_artifact_dir;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
@@ -224,7 +225,7 @@ fn single_threaded() -> bool {
 /// pool; their results (partial ones too) land in `<out>/single-thread/`.
 fn run_single_thread_child(args: &Args, variants: Vec<Variant>) -> anyhow::Result<Report> {
     let out = args.out.join("single-thread");
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    claim_artifact_dir(&out, &[])?;
     let results = out.join(RESULTS_JSON);
     if results.exists() {
         // An earlier run's results must not pass for this one's.
@@ -295,8 +296,9 @@ fn measure(args: &Args, variants: &[Variant], report: &mut Report) -> anyhow::Re
     let plan = args.plan();
     let epoch = args.epoch_plan()?;
     let scaling = args.scaling_plan()?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    // The benchmark's output folder is cubenet's as an artifact directory is: a folder of
+    // other files is refused, never written into.
+    claim_artifact_dir(&args.out, &[])?;
     let total = match &scaling {
         Some(scaling) => scaling.points.len() * scaling.device_sets().len() * variants.len(),
         None => variants

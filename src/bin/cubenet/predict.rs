@@ -8,8 +8,8 @@ use burn::tensor::activation::softmax;
 use cubenet::atomic_file::write_atomically_with;
 use cubenet::backend::BackendKind;
 use cubenet::data::{
-    Channels, DataError, Decoding, ImageShape, image_files, is_image, mnist_classes, read_idx_file,
-    read_image_file,
+    Channels, DataError, Decoding, ImageShape, check_replaceable_csv, image_files, is_image,
+    mnist_classes, read_idx_file, read_image_file,
 };
 use cubenet::model::ImageModel;
 use cubenet::train::SavedImageConfig;
@@ -19,6 +19,8 @@ use crate::saved::{SavedRun, SavedRunWork, run_on_backend};
 
 /// Images per forward pass.
 const BATCH: usize = 1000;
+/// The header of an image run's predictions.
+const PREDICTION_COLUMNS: [&str; 3] = ["path", "class", "probability"];
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -55,7 +57,8 @@ impl SavedRunWork for Args {
 fn predict<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> {
     match SavedRun::<B>::load(&args.model_dir, device)? {
         SavedRun::Image { model, saved, .. } => {
-            let images = read_inputs(&args.inputs, saved.shape, args.invert)?;
+            let images = read_inputs(&args.inputs, saved.shape, args.invert)
+                .map_err(|e| anyhow::anyhow!("{e} (no predictions were written)"))?;
             let pixels: Vec<&[u8]> = images.iter().map(|(_, pixels)| pixels.as_slice()).collect();
             let predictions = classify(&model, &saved, &pixels, device);
             let single_file = args.inputs.len() == 1 && !args.inputs[0].is_dir();
@@ -74,9 +77,10 @@ fn predict<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<(
                     let path = output
                         .clone()
                         .unwrap_or_else(|| predictions_path(&args.inputs[0]));
+                    check_replaceable_csv(&path, &PREDICTION_COLUMNS)?;
                     write_atomically_with(&path, |partial| {
                         let mut csv = csv::Writer::from_path(partial)?;
-                        csv.write_record(["path", "class", "probability"])?;
+                        csv.write_record(PREDICTION_COLUMNS)?;
                         for ((name, _), (class, p)) in images.iter().zip(&predictions) {
                             let class = &saved.classes[*class];
                             csv.write_record([name, class, &format!("{p:.6}")])?;

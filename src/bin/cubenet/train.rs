@@ -1,12 +1,12 @@
 //! `cubenet train`: a run file (or the default MNIST run), flag overrides, then training.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cubenet::atomic_file::write_atomically;
 use cubenet::backend::BackendKind;
 use cubenet::run_config::{DataSection, Job, RunConfig};
 use cubenet::train::tabular::{OptimizerConfig, TabularRun};
-use cubenet::train::{ImageRun, accuracy_line, last_complete_checkpoint};
+use cubenet::train::{ImageRun, accuracy_line, claim_artifact_dir};
 
 /// The resolved run file saved in the artifact directory, for `eval` and `predict`.
 pub const RUN_FILE: &str = "run.toml";
@@ -100,10 +100,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .backend
         .unwrap_or_else(BackendKind::default_for_build);
     let dir = resolved.artifact_dir.clone();
-    std::fs::create_dir_all(&dir)?;
-    if args.resume {
-        announce_resume(&dir)?;
-    }
+    let inputs = match &job {
+        Job::Image { source, .. } => source.inputs(),
+        Job::Tabular { data, .. } => Vec::from_iter(data.input()),
+    };
+    claim_artifact_dir(&dir, &inputs)?;
     write_atomically(&dir.join(RUN_FILE), resolved.to_toml().as_bytes())?;
     match job {
         Job::Image { config, source } => {
@@ -128,20 +129,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     eprintln!("artifacts in {}", dir.display());
-    Ok(())
-}
-
-/// Says where a resumed run starts (on stdout: stderr is for the one-line errors).
-fn announce_resume(dir: &Path) -> anyhow::Result<()> {
-    match last_complete_checkpoint(dir)? {
-        Some(epoch) => println!(
-            "resuming after epoch {epoch} (checkpoints in {})",
-            dir.display()
-        ),
-        None => println!(
-            "no complete checkpoint in {}; starting from epoch 1",
-            dir.display()
-        ),
-    }
     Ok(())
 }

@@ -21,13 +21,16 @@ pub use config::{OptimizerConfig, TabularConfig};
 pub use metrics::{RegressionMetrics, TestMetrics};
 pub use model_files::{PREPROCESSING_FILE, TabularModel};
 
+use super::artifact_dir::claim_artifact_dir;
 use super::artifacts::{BestEpoch, plot_learning_curves};
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::out_of_memory::fail_on_out_of_memory;
-use super::resume::{begin_run, check_checkpoint_fits};
+use super::resume::{Resumable, begin_run};
 use super::{RunContext, RunError, TrainError};
 use crate::backend::{BackendKind, BackendTask};
-use crate::data::{DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource};
+use crate::data::{
+    DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource, inferred_classes,
+};
 use crate::model::{TabularNet, Task};
 
 /// Rows per batch when validating (no gradients, so it can be larger than training's).
@@ -142,7 +145,16 @@ fn check_targets(csv: &Path, config: &TabularConfig, targets: &Table) -> Result<
                     ))
                 }
                 Some(classes) => Ok(classes),
-                None => Ok((largest + 1).max(2)),
+                None => inferred_classes(
+                    targets.values.iter().map(|&v| v as u64),
+                    "`classes = N` in [model]",
+                )
+                .map_err(|what| {
+                    TrainError::Data(DataError::Csv {
+                        path: csv.to_path_buf(),
+                        reason: format!("column `{}`: {what}", config.targets[0]),
+                    })
+                }),
             }
         }
     }
@@ -224,22 +236,17 @@ pub fn train<B: AutodiffKernelBackend>(
         config.classes = Some(splits.classes);
     }
     let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
-    let resume_after = begin_run(artifact_dir, &config, run.resume)?;
     B::seed(device, config.seed);
     let net = TabularNet {
         mlp: config.mlp(splits.classes).init::<B>(device)?,
         task: config.task,
     };
-    if let Some(epoch) = resume_after {
-        check_checkpoint_fits(artifact_dir, epoch, &net, device)?;
-    }
 
     let start = Instant::now();
     let fit = Fit {
         config: &config,
         splits,
         run,
-        resume_after,
     };
     let fitted = match config.optimizer {
         OptimizerConfig::Sgd { momentum, l2, .. } => {
@@ -294,7 +301,6 @@ struct Fit<'a, B: AutodiffKernelBackend> {
     config: &'a TabularConfig,
     splits: &'a TabularSplits,
     run: &'a RunContext<B>,
-    resume_after: Option<usize>,
 }
 
 impl<B: AutodiffKernelBackend> Fit<'_, B> {
@@ -309,6 +315,14 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
     {
         let (config, splits) = (self.config, self.splits);
         let (artifact_dir, device) = (self.run.artifact_dir.as_path(), &self.run.device);
+        let learning_rate = config.optimizer.learning_rate();
+        let parts = Resumable {
+            model: &net,
+            optimizer: &optimizer,
+            scheduler: &learning_rate,
+        };
+        let resume_after =
+            begin_run::<B, _, _, _, _>(artifact_dir, config, self.run.resume, parts, device)?;
         // The device copies are standardized; the splits stay raw for evaluation.
         let standardized = |rows: &Rows| {
             let mut inputs = rows.inputs.clone();
@@ -329,7 +343,7 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
             .set_device(device.clone()),
             InMemDataset::new((0..train_rows).collect()),
             config.seed,
-            self.resume_after.map_or(1, |epoch| epoch + 1),
+            resume_after.map_or(1, |epoch| epoch + 1),
         );
         let valid_rows = splits.valid.inputs.rows();
         let valid_loader = DataLoaderBuilder::new(DeviceRows::<B::InnerBackend>::new(
@@ -349,14 +363,8 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
                 .metric_train_numeric(AccuracyMetric::new())
                 .metric_valid_numeric(AccuracyMetric::new());
         }
-        let length = RunLength::new(
-            artifact_dir,
-            config.epochs,
-            config.patience,
-            self.resume_after,
-        )?;
+        let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
         let (training, watch) = with_run_settings(training, artifact_dir, length);
-        let learning_rate = config.optimizer.learning_rate();
         let result = fail_on_out_of_memory(batch, &watch, || {
             training.launch(Learner::new(net, optimizer, learning_rate))
         })?;
@@ -392,6 +400,7 @@ impl BackendTask for TabularRun {
 
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
         self.config.validate()?;
+        claim_artifact_dir(&self.artifact_dir, &Vec::from_iter(self.data.input()))?;
         let splits = TabularSplits::load(&self.data, &self.config)?;
         let run = RunContext::<B>::new(self.artifact_dir, device).with_resume(self.resume);
         let (_, report) = train(&self.config, &splits, &run)?;

@@ -8,7 +8,7 @@ use cubenet_kernels::KernelBackend;
 
 use super::{TabularConfig, TestMetrics};
 use crate::atomic_file::{write_atomically, write_atomically_with};
-use crate::data::{DataError, Standardizer, Table};
+use crate::data::{DataError, Standardizer, Table, check_replaceable_csv};
 use crate::model::{TabularNet, Task};
 use crate::train::{CONFIG_FILE, TrainError, load_model, save_config, save_model};
 
@@ -152,6 +152,8 @@ impl<B: KernelBackend> TabularModel<B> {
     ) -> Result<usize, TrainError> {
         let features = Table::read_csv(input, &self.config.features)?;
         let predicted = self.predict(&features, device);
+        let columns: Vec<&str> = predicted.columns.iter().map(String::as_str).collect();
+        check_replaceable_csv(output, &columns)?;
         // Second pass over the input: copy each record as it is, then its predictions.
         let mut reader = csv::Reader::from_path(input).map_err(|e| DataError::Csv {
             path: input.to_path_buf(),
