@@ -30,15 +30,17 @@ pub enum Pass {
     InOrder,
 }
 
+/// A subset's images `[n, c, h, w]`, normalized, and labels `[n]`, in subset order.
+type Uploaded<B> = (Tensor<B, 4>, Tensor<B, 1, Int>);
+
 /// A subset's images and labels on one device (see the module docs).
 pub struct DeviceImages<B: Backend> {
     subset: ImageSubset,
     pass: Pass,
     batch_size: usize,
     device: B::Device,
-    /// The images `[n, c, h, w]`, normalized, and labels `[n]`, in subset order: uploaded
-    /// at the first pass, once for every loader on this device.
-    tensors: Arc<OnceLock<(Tensor<B, 4>, Tensor<B, 1, Int>)>>,
+    /// Uploaded at the first pass, once for every loader on this device.
+    tensors: Arc<OnceLock<Uploaded<B>>>,
     /// The positions of the epoch's order this loader reads (all of them, or a slice).
     positions: Range<usize>,
     next_epoch: Arc<AtomicUsize>,
@@ -69,7 +71,7 @@ impl<B: Backend> DeviceImages<B> {
         subset.len() * subset.set().shape().bytes() * std::mem::size_of::<f32>()
     }
 
-    fn tensors(&self) -> &(Tensor<B, 4>, Tensor<B, 1, Int>) {
+    fn tensors(&self) -> &Uploaded<B> {
         self.tensors.get_or_init(|| {
             let subset = &self.subset;
             let shape = subset.set().shape();

@@ -98,7 +98,11 @@ pub fn read_image_folder(
             what: format!("cannot resize images to size {size:?}: both sides must be at least 1"),
         });
     }
-    let (classes, files, skipped) = list_folder(root, like.map(ImageSet::classes))?;
+    let Listing {
+        classes,
+        files,
+        skipped,
+    } = list_folder(root, like.map(ImageSet::classes))?;
     println!(
         "{}: {} images in {} classes{}",
         root.display(),
@@ -126,13 +130,19 @@ pub fn read_image_folder(
     Ok((images, Origin::Decoded))
 }
 
-/// The class names and every image file of each class, in name order, and the files in the
-/// class folders that are not images. `known` (the training classes) fixes the labels of a
+/// What a folder of class folders holds.
+struct Listing {
+    /// The class names, in name order.
+    classes: Vec<String>,
+    /// Every image file of each class, in name order.
+    files: Vec<Entry>,
+    /// The files in the class folders that are not images.
+    skipped: Vec<PathBuf>,
+}
+
+/// Lists the class folders of `root`. `known` (the training classes) fixes the labels of a
 /// test folder, which may lack some of them.
-fn list_folder(
-    root: &Path,
-    known: Option<&[String]>,
-) -> Result<(Vec<String>, Vec<Entry>, Vec<PathBuf>), DataError> {
+fn list_folder(root: &Path, known: Option<&[String]>) -> Result<Listing, DataError> {
     let folders: Vec<(String, PathBuf)> = sorted_entries(root)?
         .into_iter()
         .filter(|path| path.is_dir())
@@ -189,7 +199,11 @@ fn list_folder(
             });
         }
     }
-    Ok((classes, files, skipped))
+    Ok(Listing {
+        classes,
+        files,
+        skipped,
+    })
 }
 
 /// The paths in directory `dir`, sorted.

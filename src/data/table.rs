@@ -190,13 +190,15 @@ pub fn check_replaceable_csv(path: &Path, columns: &[&str]) -> Result<(), DataEr
     if !path.exists() {
         return Ok(());
     }
-    let ends_with_columns = csv::Reader::from_path(path)
-        .and_then(|mut reader| reader.headers().cloned())
-        .is_ok_and(|header| {
-            let header: Vec<&str> = header.iter().collect();
-            header.ends_with(columns)
-        });
-    match ends_with_columns && path.is_file() {
+    // Only a plain file is read for its header: a device or a pipe could block.
+    let ends_with_columns = path.is_file()
+        && csv::Reader::from_path(path)
+            .and_then(|mut reader| reader.headers().cloned())
+            .is_ok_and(|header| {
+                let header: Vec<&str> = header.iter().collect();
+                header.ends_with(columns)
+            });
+    match ends_with_columns {
         true => Ok(()),
         false => Err(DataError::Csv {
             path: path.to_path_buf(),

@@ -35,6 +35,17 @@ pub fn claim_artifact_dir(dir: &Path, inputs: &[&Path]) -> Result<(), TrainError
         dir: dir.to_path_buf(),
         reason,
     };
+    // Checked before anything is created, so that a refused directory leaves no trace.
+    let artifacts = resolved(dir).map_err(TrainError::read(dir))?;
+    for input in inputs {
+        // A missing input is the data reader's to report, with its own message.
+        let Ok(input_path) = fs::canonicalize(input) else {
+            continue;
+        };
+        if let Some(reason) = overlap(&artifacts, &input_path) {
+            return Err(refuse(format!("{} {reason}", input.display())));
+        }
+    }
     match fs::metadata(dir) {
         Ok(meta) if !meta.is_dir() => return Err(refuse("it is a file, not a directory".into())),
         Ok(_) if !is_marked(dir) => {
@@ -54,16 +65,6 @@ pub fn claim_artifact_dir(dir: &Path, inputs: &[&Path]) -> Result<(), TrainError
         }
         Err(e) => return Err(TrainError::read(dir)(e)),
     }
-    let artifacts = fs::canonicalize(dir).map_err(TrainError::read(dir))?;
-    for input in inputs {
-        // A missing input is the data reader's to report, with its own message.
-        let Ok(input_path) = fs::canonicalize(input) else {
-            continue;
-        };
-        if let Some(reason) = overlap(&artifacts, &input_path) {
-            return Err(refuse(format!("{} {reason}", input.display())));
-        }
-    }
     let marker = dir.join(MARKER_FILE);
     if !marker.is_file() {
         write_atomically(&marker, MARKER_TEXT.as_bytes())?;
@@ -71,10 +72,30 @@ pub fn claim_artifact_dir(dir: &Path, inputs: &[&Path]) -> Result<(), TrainError
     Ok(())
 }
 
+/// `path` made absolute with its existing part's links resolved, as
+/// [`fs::canonicalize`] gives it for a path that exists.
+fn resolved(path: &Path) -> std::io::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut existing = absolute.as_path();
+    let mut missing = Vec::new();
+    while !existing.exists() {
+        let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+            break;
+        };
+        missing.push(name);
+        existing = parent;
+    }
+    let mut resolved = fs::canonicalize(existing)?;
+    resolved.extend(missing.iter().rev());
+    Ok(resolved)
+}
+
 /// Whether an earlier run marked `dir`; runs of cubenet from before the marker are known by
-/// the settings file they kept among their checkpoints.
+/// the settings file they kept among their checkpoints, its benchmarks by their results.
 fn is_marked(dir: &Path) -> bool {
-    dir.join(MARKER_FILE).is_file() || super::checkpoints::Checkpoints::of(dir).is_run()
+    dir.join(MARKER_FILE).is_file()
+        || super::checkpoints::Checkpoints::of(dir).is_run()
+        || dir.join("results.json").is_file()
 }
 
 /// Why the input at `input` may not be read by a run writing into `artifacts` (both
@@ -158,5 +179,13 @@ mod tests {
             message.contains("holds the artifact directory"),
             "{message}"
         );
+        // Refused before it is created: nothing is left in the data folder.
+        let inside_data = dir.join("data/train/run");
+        let message = refusal(&inside_data, &[&dir.join("data/train")]);
+        assert!(
+            message.contains("holds the artifact directory"),
+            "{message}"
+        );
+        assert!(!inside_data.exists());
     }
 }

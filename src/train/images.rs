@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use super::artifact_dir::claim_artifact_dir;
 use super::artifacts::{CONFIG_FILE, plot_learning_curves, save_config, save_model};
 use super::confusion::ConfusionMatrix;
+use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
-use super::out_of_memory::fail_on_out_of_memory;
 use super::resume::{Resumable, begin_run};
 use super::{ImageTrainingConfig, RunContext, RunError, TrainError, TrainingSpeed};
 use crate::backend::{BackendKind, BackendTask};
@@ -173,7 +173,7 @@ pub fn train<B: AutodiffKernelBackend>(
     }
     let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
     let (training, watch) = with_run_settings(training, artifact_dir, length);
-    let result = fail_on_out_of_memory(config.batch_size, &watch, || {
+    let result = guard_launch(config.batch_size, artifact_dir, &watch, || {
         training.launch(Learner::new(model, optimizer, schedule))
     })?;
     let model = finish_run(artifact_dir, result, &watch, config.learning_rate, device)?.model;

@@ -71,7 +71,7 @@ impl RunLength {
 /// CUDA device, one line per epoch instead of the dashboard when stdout is not a terminal,
 /// and burn-train's application log `experiment.log` in `dir`. That log is installed here
 /// rather than by `launch` because its panic hook prints a banner: installed before the
-/// out-of-memory guard's hook ([`super::out_of_memory`]), it only sees the panics the guard
+/// launch guard's hook ([`super::launch_guard`]), it only sees the panics the guard
 /// lets through. Burn's logger is global: only a process's first run installs it.
 pub fn with_run_settings<B, LR, M, O>(
     training: SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
@@ -95,11 +95,7 @@ where
     let _ = FileApplicationLoggerInstaller::new(dir.join(EXPERIMENT_LOG)).install();
     let mut training = training
         .with_application_logger(None)
-        .with_metric_logger(EpochMetricLogger::new(
-            dir,
-            length.resume_after,
-            watch.clone(),
-        ))
+        .with_metric_logger(EpochMetricLogger::new(dir, length.resume_after))
         .with_file_checkpointer(ModelRecorder::stopping(watch.clone()))
         .with_checkpointing_strategy(SaveEveryEpoch)
         .early_stopping(PatienceStopping {

@@ -137,9 +137,10 @@ where
                 );
                 return Ok(Some(epoch));
             }
+            // A checkpoint is cubenet's own: whole MessagePack of the wrong shape is damage too.
             Err(
                 damage @ TrainError::Unreadable {
-                    source: RecordError::Damaged(_),
+                    source: RecordError::Damaged(_) | RecordError::OtherKind(_),
                     ..
                 },
             ) => {

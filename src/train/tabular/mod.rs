@@ -23,8 +23,8 @@ pub use model_files::{PREPROCESSING_FILE, TabularModel};
 
 use super::artifact_dir::claim_artifact_dir;
 use super::artifacts::{BestEpoch, plot_learning_curves};
+use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
-use super::out_of_memory::fail_on_out_of_memory;
 use super::resume::{Resumable, begin_run};
 use super::{RunContext, RunError, TrainError};
 use crate::backend::{BackendKind, BackendTask};
@@ -365,7 +365,7 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
         }
         let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
         let (training, watch) = with_run_settings(training, artifact_dir, length);
-        let result = fail_on_out_of_memory(batch, &watch, || {
+        let result = guard_launch(batch, artifact_dir, &watch, || {
             training.launch(Learner::new(net, optimizer, learning_rate))
         })?;
         let best = finish_run(artifact_dir, result, &watch, learning_rate, device)?;

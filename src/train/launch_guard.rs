@@ -1,3 +1,6 @@
+//! Failures that burn-train's loop and the GPU runtimes report by panicking, turned into one
+//! line each.
+//!
 //! A run that does not fit in GPU memory ends with one line naming its batch size. CubeCL
 //! 0.10 and wgpu report a failed allocation by panicking, on the training thread or on
 //! CubeCL's device thread (which logs the failed task and goes on, so that the training
@@ -8,29 +11,57 @@
 //! allocation compute garbage, the first one stops training through the [`TrainingWatch`]:
 //! the epoch it hit is neither validated nor checkpointed, and checkpoints are written
 //! atomically, so the last one on disk is whole and from before the failure.
+//!
+//! burn-train writes its metric logs and `experiment.log` on threads of its own and panics
+//! when a write fails (`Can log an item.: Os { code: 28, … }` on a full disk); the panics that
+//! follow (closed channels, a joined thread) are its consequences. The first such panic
+//! becomes one line naming the artifact directory and the OS's reason.
+
+use std::io;
+use std::path::Path;
 
 use super::{TrainError, TrainingWatch};
 use crate::quiet_panic::catch_expected;
 
-/// Runs `launch` (burn-train's training loop at `batch_size`, watched by `watch`), turning
-/// a GPU allocation failure anywhere in it into [`TrainError::OutOfGpuMemory`]; other
+/// Runs `launch` (burn-train's training loop at `batch_size`, writing into `dir`, watched by
+/// `watch`), turning a GPU allocation failure anywhere in it into
+/// [`TrainError::OutOfGpuMemory`] and a failed log write into [`TrainError::Io`]; other
 /// panics unwind as usual.
-pub(super) fn fail_on_out_of_memory<R>(
+pub(super) fn guard_launch<R>(
     batch_size: usize,
+    dir: &Path,
     watch: &TrainingWatch,
     launch: impl FnOnce() -> R,
 ) -> Result<R, TrainError> {
     let watch = watch.clone();
-    catch_expected(launch, is_out_of_memory, move || {
-        watch.stop("out of GPU memory")
+    catch_expected(launch, is_expected, move || watch.stop("training failed")).map_err(|message| {
+        match os_error(&message) {
+            Some(source) => TrainError::Io {
+                path: dir.to_path_buf(),
+                source,
+            },
+            None => TrainError::OutOfGpuMemory { batch_size },
+        }
     })
-    .map_err(|_| TrainError::OutOfGpuMemory { batch_size })
+}
+
+/// Whether a panic message reports one of the failures above.
+fn is_expected(message: &str) -> bool {
+    is_out_of_memory(message) || os_error(message).is_some()
 }
 
 /// Whether a panic message reports a failed GPU allocation (see the module docs).
 fn is_out_of_memory(message: &str) -> bool {
     let words = message.to_lowercase().replace(['_', '-'], " ");
     words.contains("out of memory") || words.contains("can't allocate buffer")
+}
+
+/// The OS error in a panic message of a failed file write, which prints it as `Os { code:
+/// 28, kind: StorageFull, message: "No space left on device" }`.
+fn os_error(message: &str) -> Option<io::Error> {
+    let (_, rest) = message.split_once("Os { code: ")?;
+    let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some(io::Error::from_raw_os_error(code.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -70,8 +101,10 @@ mod tests {
         let _turn = HOOK.lock().unwrap_or_else(|e| e.into_inner());
         let interrupter = Interrupter::new();
         let watch = TrainingWatch::new(interrupter.clone());
-        let err = fail_on_out_of_memory(512, &watch, || -> u8 { panic!("{BUFFER_TOO_BIG}") })
-            .unwrap_err();
+        let err = guard_launch(512, Path::new("run"), &watch, || -> u8 {
+            panic!("{BUFFER_TOO_BIG}")
+        })
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "out of GPU memory at batch size 512: lower --batch-size (or training.batch_size \
@@ -84,7 +117,7 @@ mod tests {
         // The allocation failed on another thread, which went on; the loop itself returned.
         let interrupter = Interrupter::new();
         let watch = TrainingWatch::new(interrupter.clone());
-        let err = fail_on_out_of_memory(64, &watch, || {
+        let err = guard_launch(64, Path::new("run"), &watch, || {
             std::thread::spawn(|| {
                 std::panic::catch_unwind(|| -> u8 { panic!("wgpu error: Out of Memory") })
             })
@@ -97,8 +130,29 @@ mod tests {
         assert!(interrupter.should_stop());
         let interrupter = Interrupter::new();
         let watch = TrainingWatch::new(interrupter.clone());
-        assert_eq!(fail_on_out_of_memory(64, &watch, || 7).unwrap(), 7);
+        assert_eq!(guard_launch(64, Path::new("run"), &watch, || 7).unwrap(), 7);
         assert!(!interrupter.should_stop(), "a run that fits goes on");
+    }
+
+    #[test]
+    fn a_failed_log_write_becomes_one_line_naming_the_directory() {
+        let _turn = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+        let interrupter = Interrupter::new();
+        let watch = TrainingWatch::new(interrupter.clone());
+        let full = "Can log an item.: Os { code: 28, kind: StorageFull, message: \"No space \
+                    left on device\" }";
+        let err = guard_launch(64, Path::new("artifacts/run"), &watch, || {
+            // burn-train's logger thread fails; the loop then fails on its closed channel.
+            let _ = std::thread::spawn(move || -> u8 { panic!("{full}") }).join();
+            panic!("Can log using the logger thread.: SendError {{ .. }}")
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot write artifacts/run: No space left on device (os error 28)"
+        );
+        assert!(interrupter.should_stop());
+        assert!(os_error("index out of bounds").is_none());
     }
 
     #[test]
@@ -106,7 +160,7 @@ mod tests {
         let _turn = HOOK.lock().unwrap_or_else(|e| e.into_inner());
         let watch = TrainingWatch::new(Interrupter::new());
         let unwound = std::panic::catch_unwind(|| {
-            fail_on_out_of_memory(64, &watch, || -> u8 { panic!("a bug") })
+            guard_launch(64, Path::new("run"), &watch, || -> u8 { panic!("a bug") })
         });
         assert!(unwound.is_err());
     }
