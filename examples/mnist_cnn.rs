@@ -1,7 +1,7 @@
 //! Train a digit classifier on MNIST and report its test accuracy.
 //!
 //! ```text
-//! cargo run --release --example mnist_cnn -- --data-dir ../shared/datasets/mnist
+//! cargo run --release --example mnist_cnn -- --data-dir path/to/mnist
 //! cargo run --release --example mnist_cnn --features cuda -- --model lenet --epochs 10
 //! ```
 //! On a terminal training shows Burn's dashboard; otherwise one line per epoch. The last line

@@ -2,7 +2,7 @@
 //! several seeds, and report the training wall time and test accuracy of each.
 //!
 //! ```text
-//! cargo run --release --example mnist_speedrun --features cuda -- --data-dir ../shared/datasets/mnist
+//! cargo run --release --example mnist_speedrun --features cuda -- --data-dir path/to/mnist
 //! ```
 //! The clock runs only while training (kernels are compiled beforehand by untimed steps;
 //! evaluation after each epoch is not timed). The goal is ≥ 99.0% test accuracy within

@@ -1,5 +1,5 @@
-//! Test support (feature `testing`): poisoned kernel outputs, and the default bodies on
-//! demand where a backend has kernels.
+//! Test support (feature `testing`): poisoned kernel outputs, the default bodies on
+//! demand where a backend has kernels, and the one rule for skipping a missing GPU.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,4 +47,17 @@ pub(crate) fn poison(elements: usize, dtype: DType) -> Vec<u8> {
         DType::F64 => f64::NAN.to_ne_bytes().repeat(elements),
         _ => vec![0xEE; elements * dtype.size()],
     }
+}
+
+/// Skips a test's `runtime` ("wgpu", "cuda") that has no usable device, saying so with
+/// `reason` — unless `CUBENET_REQUIRE_<RUNTIME>=1` asks for that runtime (CI sets it for
+/// wgpu), in which case the test fails: a lost Vulkan driver must not turn GPU tests into
+/// silent passes.
+pub fn skip_missing_device(runtime: &str, reason: &str) {
+    let var = format!("CUBENET_REQUIRE_{}", runtime.to_uppercase());
+    assert!(
+        std::env::var(&var).as_deref() != Ok("1"),
+        "{var}=1 but {runtime} has no usable device: {reason}"
+    );
+    println!("skipping {runtime}: {reason} ({var}=1 makes this an error)");
 }

@@ -1,4 +1,4 @@
-//! Benchmarks: the timing protocol, kernel microbenchmarks, and the backend-swap comparison
+//! Benchmarks: the timing protocol, kernel microbenchmarks, and the backend comparison
 //! (training steps, phase breakdowns, real epochs and data-parallel scaling per variant;
 //! reports, tables, plots).
 

@@ -1,4 +1,4 @@
-//! The results of a backend-swap benchmark as one JSON schema, written by `backend_swap` and
+//! The results of a backend benchmark as one JSON schema, written by `cubenet bench` and
 //! by `bench/pytorch_reference.py` alike, so that runs merge into one table.
 
 use std::fs;

@@ -203,7 +203,7 @@ pub fn this_run(command: String, variants: &[Variant]) -> Source {
         devices.insert(0, gpu_name());
     }
     Source {
-        tool: "cubenet backend_swap".into(),
+        tool: "cubenet bench".into(),
         device: devices.join(", "),
         software: format!(
             "cubenet {}, burn 0.21.0, cubecl 0.10",

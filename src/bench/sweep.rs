@@ -1,4 +1,4 @@
-//! What a backend-swap benchmark measures: the networks, the sizes of the batch and filter sweeps,
+//! What a backend benchmark measures: the networks, the sizes of the batch and filter sweeps,
 //! and how the slow CPU points are capped.
 
 use std::fmt;
@@ -222,7 +222,7 @@ impl Sweep {
 #[derive(Debug, Clone)]
 pub struct BenchPlan {
     pub sweep: Sweep,
-    /// Protocol of GPU points (the bar: ≥ 20 timed steps).
+    /// Protocol of GPU points (at least 20 timed steps, so a median is stable).
     pub gpu: Protocol,
     /// Protocol of CPU points, which can take seconds per step.
     pub cpu: Protocol,

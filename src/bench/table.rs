@@ -8,7 +8,7 @@ use super::sweep::{BenchModel, Point};
 use super::variant::Variant;
 use crate::model::Precision;
 
-/// Fewer timed steps than this are flagged in the tables (the bar is 20).
+/// Fewer timed steps than this are flagged in the tables (a median of fewer is noisy).
 pub const FULL_RUNS: usize = 20;
 
 /// The variants a GPU variant's speedups are given against, when present.

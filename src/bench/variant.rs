@@ -1,4 +1,4 @@
-//! The configurations a backend-swap benchmark compares: a backend, whose kernels, and for
+//! The configurations a backend benchmark compares: a backend, whose kernels, and for
 //! the CPU how many threads; plus the PyTorch runs merged in from `pytorch_reference.py`.
 
 use std::fmt;

@@ -13,7 +13,7 @@ use crate::data::{ImageBatch, ImageShape};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ImageModelConfig {
-    /// The single-conv seed CNN (a preset of [`Cnn`]).
+    /// The single-conv CNN (a preset of [`Cnn`]).
     Simple(SimpleCnnConfig),
     /// The two-conv, two-dense LeNet-style CNN (a preset of [`Cnn`]).
     Lenet(LeNetConfig),

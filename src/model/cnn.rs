@@ -521,7 +521,7 @@ mod tests {
     }
 
     #[test]
-    fn the_issue_example_builds_and_classifies() {
+    fn the_example_run_file_cnn_builds_and_classifies() {
         let config: CnnConfig = toml::from_str(EXAMPLE).unwrap();
         assert_eq!(config.kernels, KernelPath::Burn);
         assert_eq!(config.precision, Precision::Tf32);

@@ -70,7 +70,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_cnn_geometry() {
+    fn single_conv_cnn_geometry() {
         let conv = conv_output("conv", [28, 28], [3, 3], [1, 1], [0, 0]).unwrap();
         assert_eq!(conv, [26, 26]);
         assert_eq!(

@@ -388,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn the_issue_example_parses() {
+    fn a_cifar_shaped_layer_list_parses() {
         let layers = parse(
             r#"
             { conv = 32, kernel = 3, padding = 1 }, { relu = true }, { pool = 2 },

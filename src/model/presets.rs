@@ -8,7 +8,7 @@ use cubenet_kernels::Precision;
 
 use super::{Cnn, CnnConfig, ConvSpec, KernelPath, LayerSpec, ModelError, Width};
 
-/// The seed CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → dense to the classes.
+/// The single-conv CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → dense to the classes.
 #[derive(Config, Debug)]
 pub struct SimpleCnnConfig {
     /// Convolution filters `d`.

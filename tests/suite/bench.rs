@@ -1,4 +1,4 @@
-//! The backend-swap benchmark: its sweeps, its report schema (shared with
+//! The backend benchmark: its sweeps, its report schema (shared with
 //! `bench/pytorch_reference.py`), the merge and tables, a real epoch, and the example end to
 //! end on ndarray (all cores and the single-thread child process).
 

@@ -6,7 +6,6 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use burn::backend::NdArray;
-use cubenet::data::MnistSource;
 use cubenet::run_config::RunConfig;
 use cubenet::train::tabular::TabularModel;
 
@@ -344,24 +343,18 @@ fn eval_and_predict_a_tabular_run() {
 
 #[test]
 fn eval_and_predict_an_image_run() {
-    let MnistSource::Dir(data) = crate::common::mnist_source() else {
-        panic!("this test reads MNIST from ../shared/datasets/mnist or $CUBENET_MNIST_DIR");
-    };
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("model");
-    let (output, stdout, stderr) = run(cubenet()
-        .args([
-            "train",
-            "--backend",
-            "ndarray",
-            "--epochs",
-            "1",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .args(["--set", "model.filters=4", "--set", "data.limit_train=2000"])
-        .args(["--set", "data.limit_test=500", "--artifact-dir"])
-        .arg(&model));
+    let (output, stdout, stderr) = run(crate::common::with_mnist_dir(cubenet().args([
+        "train",
+        "--backend",
+        "ndarray",
+        "--epochs",
+        "1",
+    ]))
+    .args(["--set", "model.filters=4", "--set", "data.limit_train=2000"])
+    .args(["--set", "data.limit_test=500", "--artifact-dir"])
+    .arg(&model));
     assert!(output.status.success(), "{stderr}");
     assert!(stdout.contains("test accuracy"), "{stdout}");
     let (output, stdout, stderr) = run(cubenet().args(["eval", "--model-dir"]).arg(&model));
@@ -377,7 +370,7 @@ fn eval_and_predict_an_image_run() {
     assert!(accuracy > 50.0, "{stdout}");
 
     // The first test image as a PNG; the model's answer is a digit with a probability.
-    let test = cubenet::data::MnistSource::Dir(data.clone())
+    let test = crate::common::mnist_source()
         .load(cubenet::data::Split::Test)
         .unwrap();
     let png = dir.path().join("digit.png");

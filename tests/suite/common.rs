@@ -6,8 +6,9 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use cubenet::data::MnistSource;
 
-/// Real MNIST for tests: `$CUBENET_MNIST_DIR`, else the IDX files at `../shared/datasets/mnist`
-/// beside the checkout (CI has them), else burn-dataset's download (a fresh machine online).
+/// Real MNIST for tests, found the way the README says: `$CUBENET_MNIST_DIR`, else the IDX
+/// files in `shared/datasets/mnist` beside the checkout (CI has them), else burn-dataset's
+/// download (a fresh machine online).
 pub fn mnist_source() -> MnistSource {
     if let Some(dir) = std::env::var_os("CUBENET_MNIST_DIR") {
         return MnistSource::Dir(PathBuf::from(dir));
@@ -21,6 +22,15 @@ pub fn mnist_source() -> MnistSource {
     } else {
         MnistSource::Download
     }
+}
+
+/// Points `command` (a `cubenet train` or an example) at MNIST's directory when the files
+/// are on disk; without `--data-dir` it downloads MNIST, as a user's first run does.
+pub fn with_mnist_dir(command: &mut std::process::Command) -> &mut std::process::Command {
+    if let MnistSource::Dir(dir) = mnist_source() {
+        command.arg("--data-dir").arg(dir);
+    }
+    command
 }
 
 /// An example binary built by `cargo test` next to the test binaries.

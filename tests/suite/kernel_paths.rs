@@ -4,7 +4,7 @@
 //!
 //! The reference is Burn's ops on the CPU rather than on the same GPU because Burn 0.21's
 //! CUDA matmul is not exact there: it rounds like TF32 (relative errors ~1e-3) and, for a
-//! 48-row input to the seed CNN's 5408→10 layer, returns wrong values (docs/PERF.md).
+//! 48-row input to the single-conv CNN's 5408→10 layer, returns wrong values (docs/PERF.md).
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{Module, ModuleVisitor, Param};
@@ -121,7 +121,7 @@ impl BackendTask for SamePaths {
     type Output = ();
 
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) {
-        // Small models, the seed CNN at d = 32 with the batch of 48 that a 64-image epoch
+        // Small models, the single-conv CNN at d = 32 with the batch of 48 that a 64-image epoch
         // of 54,000 images ends on, and a multi-channel run-file CNN.
         let mut rng = StdRng::seed_from_u64(3);
         let configs: [(ModelFor, usize); 4] = [
@@ -216,12 +216,10 @@ fn on_every_backend<T: BackendTask<Output = ()> + Clone>(task: T) {
         match run_on(kind, task.clone()) {
             Ok(()) => {}
             Err(BackendError::NoDevice { reason, .. }) => {
-                let var = format!("CUBENET_REQUIRE_{}", kind.to_string().to_uppercase());
-                assert!(
-                    std::env::var(&var).as_deref() != Ok("1"),
-                    "{var}=1 but {kind}: {reason}"
-                );
-                println!("skipping {kind}: {reason}");
+                cubenet_kernels::testing::skip_missing_device(
+                    &kind.to_string(),
+                    &reason.to_string(),
+                )
             }
             Err(other) => panic!("{other}"),
         }
@@ -233,7 +231,7 @@ fn custom_path_matches_burn_ops_on_cpu_on_every_backend() {
     on_every_backend(SamePaths);
 }
 
-/// Trains the seed CNN with cubenet's kernels on each backend and with Burn's ops on the
+/// Trains the single-conv CNN with cubenet's kernels on each backend and with Burn's ops on the
 /// CPU, from the same weights, for a few Adam steps on the same batches (48 images: the
 /// batch a 64-image epoch of MNIST ends on), and checks that the losses stay finite and
 /// equal.
@@ -246,9 +244,9 @@ impl BackendTask for SameTraining {
     fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) {
         const STEPS: usize = 12;
         const BATCH: usize = 48;
-        let seed_cnn: ModelFor =
+        let single_conv: ModelFor =
             |k| ImageModelConfig::Simple(SimpleCnnConfig::new().with_kernels(k));
-        let (ours, reference) = twin_models::<B>(seed_cnn, 11, &device);
+        let (ours, reference) = twin_models::<B>(single_conv, 11, &device);
         let mut rng = StdRng::seed_from_u64(11);
         let batches: Vec<(Vec<f32>, Vec<i64>)> = (0..STEPS)
             .map(|_| {

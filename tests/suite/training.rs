@@ -5,7 +5,7 @@ use std::process::Command;
 use burn::backend::{Autodiff, NdArray};
 use burn::data::dataset::Dataset;
 use cubenet::backend::BackendKind;
-use cubenet::data::{ImageSource, MnistSource};
+use cubenet::data::ImageSource;
 use cubenet::model::{ImageModelConfig, MlpConfig, SimpleCnnConfig};
 use cubenet::train::{
     CONFIG_FILE, CURVES_FILE, ImageSplits, ImageTrainingConfig, MODEL_FILE, RunContext, evaluate,
@@ -101,10 +101,9 @@ fn mnist_cnn_example_prints_epoch_lines_and_accuracy() {
         .args(["--limit-train", "1000", "--limit-test", "200"])
         .arg("--artifact-dir")
         .arg(artifacts.path());
-    if let MnistSource::Dir(dir) = crate::common::mnist_source() {
-        command.arg("--data-dir").arg(dir);
-    }
-    let output = command.output().expect("example binary runs");
+    let output = crate::common::with_mnist_dir(&mut command)
+        .output()
+        .expect("example binary runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

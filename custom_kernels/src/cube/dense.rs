@@ -37,7 +37,7 @@ const WEIGHT_GRAD_MAX_COLS: u32 = 16;
 /// batch (a power of two: the lanes combine by halving).
 const WEIGHT_GRAD_UNITS: u32 = 256;
 /// Most and fewest vectors of weight rows per cube of the weight gradient: 16 × 16 units,
-/// or down to 4 × 64 where the 16 × 16 grid would leave SMs idle (the seed CNN's head at
+/// or down to 4 × 64 where the 16 × 16 grid would leave SMs idle (the single-conv CNN's head at
 /// d = 32, batch 1000: 85 cubes on 132 SMs, 50.7 µs; 21.7 µs at 4 × 64). A grid that
 /// fills the GPU keeps 16 × 16: LeNet's hidden layer (208 cubes) at batches 512 and 1000
 /// took 69 µs on average that way and 81 at 8 × 32, whose lanes meet in one more halving.

@@ -1,7 +1,7 @@
 //! The fused conv·bias·ReLU·max-pool on CubeCL: a forward that writes only the pooled map
 //! and its argmax, and a backward made of the convolution's gradients with the argmax
 //! routing the pooled gradient. Layers under a 2×2 stride-2 pool whose filters sum enough
-//! (channel, tap) terms run as an implicit GEMM ([`super::conv_gemm`]); the rest on the
+//! (channel, tap) terms run as an implicit GEMM ([`super::conv::gemm`]); the rest on the
 //! direct kernel here.
 
 use burn_cubecl::kernel::into_contiguous;
@@ -10,8 +10,7 @@ use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
 use super::alloc::empty_group;
-use super::conv::ConvOperands;
-use super::conv_gemm;
+use super::conv::{ConvOperands, gemm};
 use super::grid::unit_block;
 use super::launch::launch;
 use super::pool::{self, argmax_dtype};
@@ -51,8 +50,8 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
             (out_shape.into(), argmax_dtype),
         ],
     );
-    if conv_gemm::forward_applies(&operands) && conv_gemm::pools_in_quads(pool::window(pool)) {
-        conv_gemm::forward_relu_pool::<R, F>(operands, bias, &output, &argmax);
+    if gemm::forward_applies(&operands) && gemm::pools_in_quads(pool::window(pool)) {
+        gemm::forward_relu_pool::<R, F>(operands, bias, &output, &argmax);
         return (output, argmax);
     }
     let [batch, c_out, out_h, out_w] = out_shape;

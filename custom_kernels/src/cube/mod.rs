@@ -6,8 +6,6 @@
 
 mod alloc;
 mod conv;
-mod conv_gemm;
-mod conv_weight_grad;
 mod dense;
 mod fused;
 mod grid;

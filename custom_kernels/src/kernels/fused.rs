@@ -14,7 +14,7 @@
 //! per input channel and block and reuses it for every filter of the block, so each input
 //! load serves `filters` × (window positions) multiply-adds instead of one.
 //! Neighbouring units are neighbouring `pw`, so the pooled map is written coalesced.
-//! The backward reuses the kernels of `conv` (input gradient) and `conv_weight_grad`, with
+//! The backward reuses the kernels of `conv::direct` (input gradient) and `conv::weight_grad`, with
 //! the argmax routing the pooled gradient.
 
 use cubecl::prelude::*;

@@ -9,10 +9,6 @@
 //! maximum, as Burn and PyTorch do.
 
 pub mod conv;
-pub mod conv_gemm;
-pub mod conv_gemm_tf32;
-pub mod conv_gemm_weight_grad;
-pub mod conv_weight_grad;
 pub mod cube_sum;
 pub mod dense;
 pub mod fused;

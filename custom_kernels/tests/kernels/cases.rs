@@ -95,8 +95,8 @@ impl ConvCase {
         ]
     }
 
-    /// The seed CNN's layer: conv 3x3 (1 → `filters`) with bias over `batch` 28x28 images.
-    pub fn seed_cnn(batch: usize, filters: usize) -> Self {
+    /// The single-conv CNN's layer: conv 3x3 (1 → `filters`) with bias over `batch` 28x28 images.
+    pub fn single_conv(batch: usize, filters: usize) -> Self {
         Self {
             x_grad: false,
             ..Self::layer(batch, [1, filters], 28, 3, 0)

@@ -63,8 +63,8 @@ impl DenseCase {
         case
     }
 
-    /// The head of the seed CNN at d filters (169·d inputs, 10 classes).
-    fn seed_cnn_head(filters: usize, batch: usize) -> Self {
+    /// The head of the single-conv CNN at d filters (169·d inputs, 10 classes).
+    fn single_conv_head(filters: usize, batch: usize) -> Self {
         Self {
             seed: (filters * batch) as u64,
             batch,
@@ -161,15 +161,15 @@ struct DenseCheck;
 
 impl KernelCheck for DenseCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
-        // The random cases, then the seed CNN's head at d = 32 on the batches an MNIST
+        // The random cases, then the single-conv CNN's head at d = 32 on the batches an MNIST
         // epoch of 64-image batches runs on (64, then 48), an uneven one and the
         // benchmark's 512 and 1000 (on a GPU that reports its SM count, weight-gradient
         // cubes of 8 × 32 and 4 × 64 units), and at d = 256 (a grid that fills a GPU);
         // the LeNet's hidden layer at the speedrun's batch, at 1 and at 1024.
         let cases = (0..CASES)
             .map(DenseCase::random)
-            .chain([64, 48, 50, 512, 1000].map(|batch| DenseCase::seed_cnn_head(32, batch)))
-            .chain([3].map(|batch| DenseCase::seed_cnn_head(256, batch)))
+            .chain([64, 48, 50, 512, 1000].map(|batch| DenseCase::single_conv_head(32, batch)))
+            .chain([3].map(|batch| DenseCase::single_conv_head(256, batch)))
             .chain([128, 1, 1024].map(DenseCase::lenet_hidden));
         let mut worst = 0f64;
         let mut count = 0;

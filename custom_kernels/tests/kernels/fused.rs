@@ -46,19 +46,21 @@ struct FusedCheck {
 
 impl KernelCheck for FusedCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
-        // The random cases, then the seed CNN's own shapes with its 2x2 pool: the batches a
+        // The random cases, then the single-conv CNN's own shapes with its 2x2 pool: the batches a
         // 64-image MNIST epoch runs on (64, then 48), an uneven one, a large one, and d = 256;
         // then LeNet's second block and the channels of the CIFAR-shaped network's second and
         // third (on smaller maps, to keep the software GPU quick), and one whose grid fills
         // a large GPU.
-        let seed_shapes = [(64, 32), (48, 32), (50, 32), (1000, 32), (120, 256)];
+        let single_conv_shapes = [(64, 32), (48, 32), (50, 32), (1000, 32), (120, 256)];
         let network_layers = ConvCase::network_layers()
             .into_iter()
             .chain([ConvCase::large_grid()]);
         let two_by_two = Some(PoolOptions2d::new([2, 2], [2, 2], [0, 0]));
         let cases = (0..self.random_cases)
             .map(|index| (ConvCase::random(self.base, index), None))
-            .chain(seed_shapes.map(|(batch, d)| (ConvCase::seed_cnn(batch, d), two_by_two)))
+            .chain(
+                single_conv_shapes.map(|(batch, d)| (ConvCase::single_conv(batch, d), two_by_two)),
+            )
             .chain(network_layers.map(|case| (case, two_by_two)));
         let mut worst = 0f64;
         let mut count = 0;

@@ -1,11 +1,11 @@
-//! `cubenet bench`, the backend-swap benchmark: the same training step on every backend
+//! `cubenet bench`, the backend benchmark: the same training step on every backend
 //! compiled in — ndarray on all cores and on one thread, CUDA and wgpu with Burn's kernels
 //! and with cubenet's — over the batch and filter sweeps, plus per-phase breakdowns and one
 //! real MNIST epoch; tables, CSV, JSON and plots.
 //!
 //! ```text
 //! cargo run --release --features cuda -- bench \
-//!     --data-dir ../shared/datasets/mnist --merge pytorch.json
+//!     --data-dir path/to/mnist --merge pytorch.json
 //! ```
 //! `bench/pytorch_reference.py` measures PyTorch on the same GPU with the same protocol and
 //! schema; `--merge` puts its columns into the same tables.
@@ -106,7 +106,7 @@ pub struct Args {
     #[arg(long)]
     merge_only: bool,
     /// Directory for results.{json,csv,md} and the plots
-    #[arg(long, default_value = "artifacts/backend_swap")]
+    #[arg(long, default_value = "artifacts/bench")]
     out: PathBuf,
     /// Internal: run as the single-thread child, reading these arguments from JSON
     #[arg(long, hide = true)]

@@ -1,7 +1,7 @@
 //! `cubenet`: train, evaluate and run small networks from one command.
 //!
 //! ```text
-//! cubenet train --config configs/mnist_cnn.toml --data-dir ../shared/datasets/mnist
+//! cubenet train --config configs/mnist_cnn.toml --data-dir path/to/mnist
 //! cubenet train --config configs/quadrants.toml --set training.epochs=20 --resume
 //! cubenet eval --model-dir artifacts/mnist_cnn
 //! cubenet predict --model-dir artifacts/mnist_cnn digit.png
@@ -42,7 +42,7 @@ enum Command {
     Eval(eval::Args),
     /// Predict a PNG or IDX image (image runs) or the rows of a CSV file (tabular runs)
     Predict(predict::Args),
-    /// The backend-swap benchmark: one training step on every backend
+    /// The backend benchmark: one training step on every backend
     Bench(bench::Args),
     /// The backends compiled into this build and whether each finds a device
     Info,

@@ -1,19 +1,18 @@
 //! The conv weight and bias gradients on CubeCL: partial sums per group of images (the
-//! direct kernel of [`crate::kernels::conv_weight_grad`], or the implicit GEMM's of
-//! [`super::conv_gemm`]), then their sum.
+//! direct kernel of [`crate::kernels::conv::weight_grad`], or the implicit GEMM's of
+//! [`super::gemm`]), then their sum.
 
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
-use super::alloc::empty_group;
-use super::conv::ConvOperands;
-use super::conv_gemm;
-use super::grid::elementwise_over;
-use super::launch::launch;
-use super::layout::dims4;
-use super::pool::argmax_storage;
-use crate::kernels::conv_weight_grad::{conv2d_weight_grad_partial, conv2d_weight_grad_sum};
+use super::{ConvOperands, gemm};
+use crate::cube::alloc::empty_group;
+use crate::cube::grid::elementwise_over;
+use crate::cube::launch::launch;
+use crate::cube::layout::dims4;
+use crate::cube::pool::argmax_storage;
+use crate::kernels::conv::weight_grad::{conv2d_weight_grad_partial, conv2d_weight_grad_sum};
 use crate::kernels::geometry::Window;
 
 /// Largest cube of the partial sums (a power of two); smaller for large filters, so that
@@ -43,8 +42,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
         with_bias: bool,
     ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
         let [partials, weight_grad, bias_grad] =
-            if conv_gemm::weight_grad_applies(self, argmax.is_some(), pool) {
-                conv_gemm::weight_grad_partials::<R, F>(self, grad, argmax, with_bias)
+            if gemm::weight_grad_applies(self, argmax.is_some(), pool) {
+                gemm::weight_grad_partials::<R, F>(self, grad, argmax, with_bias)
             } else {
                 self.weight_grad_partials::<F>(grad, argmax, pool, with_bias)
             };

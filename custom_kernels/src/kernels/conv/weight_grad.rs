@@ -15,8 +15,8 @@
 
 use cubecl::prelude::*;
 
-use super::cube_sum::sum_rows_over_units;
-use super::geometry::{InputMap, Window, routed_position};
+use crate::kernels::cube_sum::sum_rows_over_units;
+use crate::kernels::geometry::{InputMap, Window, routed_position};
 
 /// Partial sums of one image group: `partials[g, co, ci, t]` for tap t < KH·KW and, at
 /// t = KH·KW, the bias term (the same in every ci). Filters vary fastest over the grid, so

@@ -24,7 +24,7 @@
 
 use cubecl::prelude::*;
 
-use super::geometry::{NO_ARGMAX, Window};
+use crate::kernels::geometry::{NO_ARGMAX, Window};
 
 /// Depth of one shared-memory slice.
 pub const TILE_DEPTH: u32 = 8;

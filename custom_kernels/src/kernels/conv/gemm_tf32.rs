@@ -1,4 +1,4 @@
-//! The implicit-GEMM convolution of [`super::conv_gemm`] on the tensor cores, in TF32: the
+//! The implicit-GEMM convolution of [`super::gemm`] on the tensor cores, in TF32: the
 //! same rows (quads of conv output positions), columns (filters) and depth (input channel,
 //! kernel row, kernel column), the same patch and filter loaders, the same epilogue
 //! ([`write_quad`]: bias, and ReLU + 2×2 pool under an argmax).
@@ -15,8 +15,8 @@
 
 use cubecl::prelude::*;
 
-use super::conv_gemm::{CUBE_UNITS, Four, QuadPatch, load_filters, write_quad};
-use super::geometry::Window;
+use super::gemm::{CUBE_UNITS, Four, QuadPatch, load_filters, write_quad};
+use crate::kernels::geometry::Window;
 
 /// Depth of one shared-memory slice: four matrix products deep.
 pub const SLICE_DEPTH: u32 = 32;
@@ -98,7 +98,7 @@ impl TensorTile {
 
 /// The convolution (+ bias) over the cube's `tile` on the tensor cores: X picks its quads
 /// of the `quads_h` × `quads_w` quad grid per image, Y its columns; [`write_quad`] writes
-/// them, pooled under an `argmax` — as [`super::conv_gemm::conv_gemm`], whose arguments
+/// them, pooled under an `argmax` — as [`super::gemm::conv_gemm`], whose arguments
 /// these are. Launched with [`CUBE_UNITS`] units per cube, for f32 only.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]

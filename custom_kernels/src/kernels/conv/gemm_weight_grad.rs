@@ -4,18 +4,18 @@
 //!   partials[s, co, k] = Σ_{m in split s} dy[m, co] · patch[m, k]      (k < C_in · taps)
 //!   partials[s, co, C_in · taps] = Σ_{m in split s} dy[m, co]          (the bias term)
 //!
-//! then [`super::conv_weight_grad::conv2d_weight_grad_sum`] adds the splits (this layout is
+//! then [`super::weight_grad::conv2d_weight_grad_sum`] adds the splits (this layout is
 //! its [splits, C_out, 1, terms] with terms = C_in · taps + 1). A cube owns a 64-filter ×
 //! 64-column tile and walks its split's conv positions in slices of 8 quads (see
-//! [`super::conv_gemm`]); each slice stages the quads' gradient values and patch values in
+//! [`super::gemm`]); each slice stages the quads' gradient values and patch values in
 //! shared memory, four positions to a vector, and a unit adds up 4 filters × 4 columns.
 //! Under the fused 2×2 stride-2 pool a quad is a pool window: its four gradient values are
 //! the pooled gradient at the argmax's position and zeros, one read per window.
 
 use cubecl::prelude::*;
 
-use super::conv_gemm::{Four, quad_values};
-use super::geometry::{NO_ARGMAX, Window};
+use super::gemm::{Four, quad_values};
+use crate::kernels::geometry::{NO_ARGMAX, Window};
 
 /// Filters and patch columns per tile.
 pub const TILE_SIDE: u32 = 64;
@@ -23,7 +23,7 @@ pub const TILE_SIDE: u32 = 64;
 pub const SLICE_QUADS: u32 = 8;
 
 /// Units side by side along each tile axis (16 × 16 = the cube's 256 units,
-/// [`super::conv_gemm::CUBE_UNITS`]); the unit at row ty and column tx owns filters
+/// [`super::gemm::CUBE_UNITS`]); the unit at row ty and column tx owns filters
 /// ty + 16i and columns tx + 16j, i, j < 4.
 const UNITS_PER_SIDE: u32 = 16;
 /// Tile rows (filters) or columns each loader unit fills per slice, 32 apart.

@@ -13,7 +13,7 @@
 
 use cubecl::prelude::*;
 
-use super::geometry::{Window, nchw_position};
+use crate::kernels::geometry::{Window, nchw_position};
 
 /// Output channels whose gradient rows a unit of the stride-1 input gradient loads together.
 const OUTPUT_CHANNELS_IN_FLIGHT: u32 = 2;

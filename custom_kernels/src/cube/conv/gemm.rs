@@ -1,8 +1,8 @@
-//! Launches of the implicit-GEMM convolution ([`crate::kernels::conv_gemm`] and
-//! [`crate::kernels::conv_gemm_weight_grad`]): the forward of a multi-channel convolution,
+//! Launches of the implicit-GEMM convolution ([`crate::kernels::conv::gemm`] and
+//! [`crate::kernels::conv::gemm_weight_grad`]): the forward of a multi-channel convolution,
 //! fused with ReLU and a 2×2 stride-2 max-pool or alone, the input gradient of a stride-1
 //! one, and the partial sums of the weight and bias gradients. Forward and input gradient
-//! run on the tensor cores ([`crate::kernels::conv_gemm_tf32`]) at [`Precision::Tf32`].
+//! run on the tensor cores ([`crate::kernels::conv::gemm_tf32`]) at [`Precision::Tf32`].
 
 use burn::tensor::DType;
 use burn_cubecl::kernel::into_contiguous;
@@ -12,16 +12,16 @@ use cubecl::ir::features::MmaConfig;
 use cubecl::ir::{ElemType, FloatKind};
 use cubecl::prelude::*;
 
-use super::alloc::empty_like;
-use super::conv::ConvOperands;
-use super::grid::sm_count;
-use super::launch::launch;
-use super::layout::dims4;
-use super::pool::argmax_storage;
+use super::ConvOperands;
 use crate::Precision;
-use crate::kernels::conv_gemm::{CUBE_UNITS, Tile, conv_gemm};
-use crate::kernels::conv_gemm_tf32::{TensorTile, conv_gemm_tf32};
-use crate::kernels::conv_gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
+use crate::cube::alloc::empty_like;
+use crate::cube::grid::sm_count;
+use crate::cube::launch::launch;
+use crate::cube::layout::dims4;
+use crate::cube::pool::argmax_storage;
+use crate::kernels::conv::gemm::{CUBE_UNITS, Tile, conv_gemm};
+use crate::kernels::conv::gemm_tf32::{TensorTile, conv_gemm_tf32};
+use crate::kernels::conv::gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
 use crate::kernels::geometry::Window;
 
 /// Fewest summed channels (input channels in the forward and the weight gradient, output
@@ -29,7 +29,7 @@ use crate::kernels::geometry::Window;
 /// rest, but for the forward of layers with many taps (below).
 const MIN_CHANNELS: usize = 8;
 /// Fewest (channel, tap) terms for which the forward of a layer of fewer channels runs as a
-/// GEMM: its slices are 8 deep, so a single-channel 3×3 layer (the seed CNN's, 9 terms in
+/// GEMM: its slices are 8 deep, so a single-channel 3×3 layer (the single-conv CNN's, 9 terms in
 /// two slices) would leave most of its second slice zero, while first layers of 3 × 3×3 or
 /// 1 × 5×5 terms (the CIFAR-shaped network's, LeNet's) fill 84% and 78% of four: there the
 /// GEMM took 0.090 and 0.074 ms against the direct kernel's 0.14 and 0.10 (H100, batch 512

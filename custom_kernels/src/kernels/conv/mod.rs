@@ -1,0 +1,10 @@
+//! Convolution kernels, one file per way of computing them: the direct kernels (forward and
+//! input gradient, any geometry), the implicit GEMM in fp32 and on the tensor cores (TF32)
+//! for multi-channel layers, and the weight gradients of each. `crate::cube::conv` picks
+//! among them for a layer.
+
+pub mod direct;
+pub mod gemm;
+pub mod gemm_tf32;
+pub mod gemm_weight_grad;
+pub mod weight_grad;
