@@ -53,7 +53,7 @@ def dense(name, batch, inputs, outputs, input_grad=True):
 
 
 def networks():
-    """Each benchmarked network's step at the batch of issue 23's targets."""
+    """Each benchmarked network's step at the batch of the GPU-speed targets (docs/PERF.md)."""
     return {
         "LeNet 32/64, batch 1000": (
             conv("conv1", 1000, 1, 32, 28, 28, 5, input_grad=False)
@@ -69,10 +69,10 @@ def networks():
             + conv("conv2", 128, 64, 128, 16, 16, 3)
             + conv("conv3", 128, 128, 256, 8, 8, 3)
             + dense("dense", 128, 4096, 10)),
-        "seed CNN d=256, batch 1000": (
+        "single-conv CNN d=256, batch 1000": (
             conv("conv", 1000, 1, 256, 26, 28, 3, input_grad=False)
             + dense("dense", 1000, 13 * 13 * 256, 10, input_grad=True)),
-        "seed CNN d=32, batch 1000": (
+        "single-conv CNN d=32, batch 1000": (
             conv("conv", 1000, 1, 32, 26, 28, 3, input_grad=False)
             + dense("dense", 1000, 13 * 13 * 32, 10, input_grad=True)),
     }

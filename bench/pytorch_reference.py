@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for cubenet's backend-swap benchmark.
+"""PyTorch reference for cubenet's backend benchmark (`cubenet bench`).
 
 Times the same training step as the Rust tool (forward, softmax cross-entropy,
 backward, plain SGD update at lr 0.1) on the same models and sweeps, with the
@@ -30,7 +30,7 @@ Run on a CUDA machine with PyTorch 2.x (no network needed):
 
     python3 bench/pytorch_reference.py --out pytorch.json
     python3 bench/pytorch_reference.py --models simple --variants eager \\
-        --data-dir /data/mnist --out pytorch-simple.json
+        --data-dir .device-bin/mnist --out pytorch-simple.json
     python3 bench/pytorch_reference.py --device cpu --threads 2 --out pytorch-cpu.json
     python3 bench/pytorch_reference.py --blocks --batches 128,512 --out pytorch-blocks.json
 

@@ -12,7 +12,7 @@ autotuned by untimed steps first (the network is then re-initialized from the se
 torch.compile does not recompile per seed), each epoch ends with a synchronization, and
 the test evaluation after it is not timed.
 
-    python3 bench/pytorch_speedrun.py --data-dir /data/mnist [--variants eager,compile] [--seeds 10]
+    python3 bench/pytorch_speedrun.py --data-dir .device-bin/mnist [--variants eager,compile] [--seeds 10]
 
 Prints each seed's epochs and, per variant, the mean and sample standard deviation.
 """

@@ -10,14 +10,13 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
 use cubenet::backend::BackendKind;
 use cubenet::data::synthetic;
-use cubenet::model::{Activation, Task};
-use cubenet::train::tabular::{OptimizerConfig, TabularConfig};
+use cubenet::run_config::{Job, RunConfig};
 
 #[derive(Debug, Parser)]
 #[command(about = "Classify points by quadrant parity")]
@@ -34,20 +33,14 @@ struct Args {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let config = TabularConfig::new(
-        vec!["x".into(), "y".into()],
-        vec!["label".into()],
-        Task::Binary,
-    )
-    .with_hidden(vec![16, 16])
-    .with_activation(Activation::Tanh)
-    .with_optimizer(OptimizerConfig::Adam {
-        learning_rate: 0.01,
-        l2: 0.0,
-    })
-    .with_batch_size(Some(64))
-    .with_epochs(60)
-    .with_seed(args.seed);
+    // The network and its training settings are the run file's (`cubenet train --config
+    // configs/quadrants.toml` trains the same one on generated rows).
+    let path = Path::new("configs/quadrants.toml");
+    let run_file = RunConfig::parse(include_str!("../configs/quadrants.toml"), path)?;
+    let (_, Job::Tabular(job)) = run_file.resolve()? else {
+        anyhow::bail!("{}: not a tabular run", path.display());
+    };
+    let config = job.config.with_seed(args.seed);
     let report = common::train_on_csv(
         synthetic::quadrants(args.rows, args.seed),
         "quadrants.csv",

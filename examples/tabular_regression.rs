@@ -21,8 +21,9 @@ use clap::Parser;
 use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource, synthetic};
 use cubenet::model::{Activation, Task};
+use cubenet::train::Run;
 use cubenet::train::claim_artifact_dir;
-use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularModel, TabularRun};
+use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularJob, TabularModel};
 
 #[derive(Debug, Parser)]
 #[command(about = "Train an MLP on an 800k-row regression CSV")]
@@ -86,12 +87,11 @@ fn run(args: Args) -> anyhow::Result<()> {
     );
     drop(table);
 
-    let run = TabularRun {
+    let job = TabularJob {
         config,
         data: TableSource::Csv(csv),
-        artifact_dir: args.artifact_dir.clone(),
-        resume: false,
     };
+    let run = Run::new(job, &args.artifact_dir);
     let report = run.launch(args.backend)?;
     println!("{report}");
 

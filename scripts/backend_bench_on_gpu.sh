@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The backend-swap benchmark on a GPU machine without a Rust toolchain, in stages that each
-# fit a 10-minute device call (docs/BENCHMARKS.md was made this way). Build and pack here:
-#   ../shared/tools/pack-for-device --with-mnist -- --all-features --bin cubenet
-# then, on the GPU machine, with $OUT for the results:
-#   scripts/backend_swap_on_gpu.sh cuda   # CUDA with cubenet's kernels
-#   scripts/backend_swap_on_gpu.sh burn   # CUDA with Burn's kernels
-#   scripts/backend_swap_on_gpu.sh torch  # PyTorch eager and torch.compile
-#   scripts/backend_swap_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
-#   scripts/backend_swap_on_gpu.sh headline  # the single-conv CNN and LeNet: cubenet and
-#                                            # PyTorch eager in one call, then the MNIST speedrun
+# The backend benchmark (`cubenet bench`: the same training step on every backend) on a GPU
+# machine without a Rust toolchain, in stages that each fit a 10-minute device call
+# (docs/BENCHMARKS.md was made this way). Build `cubenet` here with --all-features (and the
+# mnist_speedrun example for `headline`), then pack the binaries into .device-bin/ (see
+# scripts/device_bin.sh), with MNIST's IDX files in .device-bin/mnist. Then, on the GPU
+# machine, with $OUT for the results:
+#   scripts/backend_bench_on_gpu.sh cuda   # CUDA with cubenet's kernels
+#   scripts/backend_bench_on_gpu.sh burn   # CUDA with Burn's kernels
+#   scripts/backend_bench_on_gpu.sh torch  # PyTorch eager and torch.compile
+#   scripts/backend_bench_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
+#   scripts/backend_bench_on_gpu.sh headline  # the single-conv CNN and LeNet: cubenet and
+#                                             # PyTorch eager in one call, then the MNIST speedrun
 # and merge everything into one set of tables and plots:
 #   cargo run --release -- bench --merge-only --out docs/benchmarks \
 #       $(for f in $OUT/*/results.json $OUT/pytorch-*.json; do echo --merge $f; done)
@@ -22,7 +24,7 @@ logs=$out
 mkdir -p "$out"
 source scripts/device_bin.sh
 mnist=$bin/mnist
-swap() { local name=$1 limit=$2; shift 2; run "$name" "$limit" "$bin/cubenet" bench --out "$out/$name" "$@"; }
+bench() { local name=$1 limit=$2; shift 2; run "$name" "$limit" "$bin/cubenet" bench --out "$out/$name" "$@"; }
 torch() { local name=$1 limit=$2; shift 2; run "$name" "$limit" python3 bench/pytorch_reference.py --out "$out/$name.json" "$@"; }
 
 export CUBECL_AUTOTUNE_LEVEL=minimal
@@ -31,12 +33,12 @@ case $stage in
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee "$out/torch.txt"
     # Most of a point's wall time is compiling its kernels (NVRTC), ~20 s a point.
-    swap cuda-cubenet-simple 280 --variants cuda-cubenet --models simple --data-dir "$mnist"
-    swap cuda-cubenet-lenet-mlp 230 --variants cuda-cubenet --models lenet,mlp --no-phases
+    bench cuda-cubenet-simple 280 --variants cuda-cubenet --models simple --data-dir "$mnist"
+    bench cuda-cubenet-lenet-mlp 230 --variants cuda-cubenet --models lenet,mlp --no-phases
     ;;
   burn)
-    swap cuda-burn-simple 330 --variants cuda-burn --models simple --data-dir "$mnist"
-    swap cuda-burn-lenet-mlp 220 --variants cuda-burn --models lenet,mlp --batches 100,1000 \
+    bench cuda-burn-simple 330 --variants cuda-burn --models simple --data-dir "$mnist"
+    bench cuda-burn-lenet-mlp 220 --variants cuda-burn --models lenet,mlp --batches 100,1000 \
       --no-phases
     ;;
   torch)
@@ -46,19 +48,19 @@ case $stage in
       --filters 32,256 --no-epoch
     ;;
   cpu)
-    swap ndarray 240 --variants ndarray --cpu-repeats 3
+    bench ndarray 240 --variants ndarray --cpu-repeats 3
     # One thread: the single-conv CNN and the MLP (LeNet takes ~30 s a step there).
-    swap ndarray-1thread 200 --variants ndarray-1thread --models simple,mlp --cpu-repeats 3
+    bench ndarray-1thread 200 --variants ndarray-1thread --models simple,mlp --cpu-repeats 3
     pkill -x cubenet  # a single-thread child outliving its parent's time limit
     # wgpu needs the Vulkan loader and GL dispatch libraries (libvulkan1, libglvnd0, ...) and
     # VK_DRIVER_FILES pointing at the NVIDIA ICD (see the device notes).
-    swap wgpu 100 --variants wgpu-cubenet,wgpu-burn --models simple --batches 1000 --filters 32,256 \
+    bench wgpu 100 --variants wgpu-cubenet,wgpu-burn --models simple --batches 1000 --filters 32,256 \
       --no-phases
     ;;
   headline)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-    swap cuda-cubenet-simple 240 --variants cuda-cubenet --models simple --data-dir "$mnist"
-    swap cuda-cubenet-lenet 90 --variants cuda-cubenet --models lenet --no-phases
+    bench cuda-cubenet-simple 240 --variants cuda-cubenet --models simple --data-dir "$mnist"
+    bench cuda-cubenet-lenet 90 --variants cuda-cubenet --models lenet --no-phases
     torch pytorch-eager-simple-lenet 90 --variants eager --models simple,lenet --data-dir "$mnist"
     # The speedrun's default schedule (LeNet 16/32, batch 128 x 2 epochs), the wider LeNet
     # that was the default until v9, and a single epoch of a LeNet 16/64 at batch 64.

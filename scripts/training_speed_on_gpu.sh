@@ -2,9 +2,13 @@
 # Training throughput where users see it, on a GPU machine without a Rust toolchain: real
 # `cubenet train` runs (data on the device, then streamed from the host with 0 and 4 workers)
 # beside the bare step (`cubenet bench`) and PyTorch's training loops, in one call.
-# Build and pack here first:
-#   ../shared/tools/pack-for-device --with-mnist -- --workspace --all-features --bin cubenet
-# Logs go to $OUT (default ./gpu-out).
+# Build `cubenet` here with --all-features first, then pack the binaries into .device-bin/
+# (see scripts/device_bin.sh), with MNIST's IDX files in .device-bin/mnist. Logs go to $OUT
+# (default ./gpu-out); BATCHES sets LeNet's batch sizes (default 64,256,1024), PLACEMENTS where
+# batches are built (default "device host0 host4"), BUILDS the packed cubenet builds to run
+# one after the other (default "cubenet"; "cubenet-base cubenet" for an A/B of two builds),
+# STAGES what to run (default "lenet step cifar pytorch"; also "design-card": the mnist_cnn
+# example's defaults on CUDA, twice, timed whole, the second with a warm kernel cache).
 set -uo pipefail
 logs=${OUT:-gpu-out}
 mkdir -p "$logs"
@@ -13,33 +17,53 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gp
 batches=${BATCHES:-64,256,1024}
 work=$(mktemp -d)
 
+placements=${PLACEMENTS:-device host0 host4}
+builds=${BUILDS:-cubenet}
+stages=" ${STAGES:-lenet step cifar pytorch} "
+wants() { [[ $stages == *" $1 "* ]]; }
+
 # The training speed line of each real run: LeNet 32/64 on MNIST, 3 epochs (epochs 2-3 timed).
-for batch in ${batches//,/ }; do
-  for placement in "device" "host 0" "host 4"; do
-    set -- $placement
-    flags=(--set "training.workers=${2:-0}")
-    [ "$1" = host ] && flags+=(--set training.device_data_mb=0)
-    name="lenet-b$batch-$1${2:-}"
-    run "$name" 300 "$bin/cubenet" train --backend cuda --config configs/lenet.toml \
-      --data-dir "$bin/mnist" --epochs 3 --batch-size "$batch" "${flags[@]}" \
-      --artifact-dir "$work/$name"
-    echo "   $(grep -h 'training speed\|test accuracy' "$logs/$name.md" | tr '\n' ' ')"
+wants lenet && for batch in ${batches//,/ }; do
+  for placement in $placements; do
+    case $placement in
+      device) flags=(--set training.workers=0) ;;
+      host*) flags=(--set training.device_data_mb=0 --set "training.workers=${placement#host}") ;;
+    esac
+    for build in $builds; do
+      name="lenet-b$batch-$placement-$build"
+      run "$name" 300 "$bin/$build" train --backend cuda --config configs/lenet.toml \
+        --data-dir "$bin/mnist" --epochs 3 --batch-size "$batch" "${flags[@]}" \
+        --artifact-dir "$work/$name"
+      echo "   $(grep -h 'training speed\|test accuracy' "$logs/$name.md" | tr '\n' ' ')"
+    done
   done
+done
+
+# The design card: `cargo run --release --example mnist_cnn --features cuda` with its
+# defaults, the whole command timed; the second run finds CubeCL's kernel cache warm.
+wants design-card && for attempt in cold warm; do
+  start=$(date +%s%N)
+  run "design-card-$attempt" 300 "$bin/mnist_cnn" --backend cuda --data-dir "$bin/mnist" \
+    --artifact-dir "$work/design-card-$attempt"
+  echo "   $(( ($(date +%s%N) - start) / 1000000 )) ms: $(tail -1 "$logs/design-card-$attempt.md")"
 done
 
 # The bare step at the same batches, and the CIFAR-shaped network at batch 512: its step,
 # and burn-train's training speed on generated images (`--devices 0`, second epoch timed).
-run step 300 "$bin/cubenet" bench --variants cuda-cubenet --models lenet --batches "$batches" \
+wants step && run step 300 "$bin/cubenet" bench --variants cuda-cubenet --models lenet --batches "$batches" \
   --no-phases --repeats 50 --out "$work/bench"
-grep -h "lenet" "$work/bench/results.md" | head -20
-run cifar-step 300 "$bin/cubenet" bench --variants cuda-cubenet --models cifar --batches 512 \
+wants step && grep -A14 "lenet: milliseconds" "$work/bench/results.md"
+wants cifar && run cifar-step 300 "$bin/cubenet" bench --variants cuda-cubenet --models cifar --batches 512 \
   --no-phases --repeats 50 --out "$work/cifar-step"
-run cifar-train 300 "$bin/cubenet" bench --variants cuda-cubenet --models cifar --batches 512 \
-  --devices 0 --scaling-steps 60 --out "$work/cifar-train"
-grep -h "cifar" "$work/cifar-step/results.md" "$work/cifar-train/results.md" | head -20
+wants cifar && grep -h "cifar" "$work/cifar-step/results.md" | head -20
+wants cifar && for build in $builds; do
+  run "cifar-train-$build" 300 "$bin/$build" bench --variants cuda-cubenet --models cifar \
+    --batches 512 --devices 0 --scaling-steps 60 --out "$work/cifar-train-$build"
+  grep -h "cifar" "$work/cifar-train-$build/results.md" | head -20
+done
 
 # PyTorch: DataLoader loop and data on the GPU.
-PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --data-dir "$bin/mnist" \
+wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --data-dir "$bin/mnist" \
   --batches "$batches" 2>&1 | grep -v Warning | tee "$logs/pytorch-loop.md"
-PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --model cifar --batches 512 \
+wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --model cifar --batches 512 \
   2>&1 | grep -v Warning | tee -a "$logs/pytorch-loop.md"

@@ -11,4 +11,5 @@ pub mod nccl;
 pub mod plot;
 mod quiet_panic;
 pub mod run_config;
+pub mod run_flags;
 pub mod train;

@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser};
 
+use crate::atomic_file::write_atomically;
 use crate::backend::BackendKind;
 use crate::data::{
     Augment, Generator, IMAGE_PIXELS, ImageSource, MnistSource, NUM_CLASSES, SplitRatios,
@@ -41,8 +42,15 @@ use crate::model::{
     Activation, CnnConfig, ImageModelConfig, KernelPath, LayerSpecs, LeNetConfig, MlpConfig,
     Precision, SimpleCnnConfig, Task,
 };
-use crate::train::ImageTrainingConfig;
-use crate::train::tabular::{OptimizerConfig, TabularConfig};
+use crate::train::tabular::{OptimizerConfig, TabularConfig, TabularJob, TabularReport};
+use crate::train::{
+    ConfusionMatrix, ImageJob, ImageTrainingConfig, Run, RunError, RunJob, TrainError,
+    accuracy_line, claim_artifact_dir,
+};
+
+/// The resolved run file a run saves in its artifact directory, from which `eval` and
+/// `predict` rebuild the network and its data.
+pub const RUN_FILE: &str = "run.toml";
 
 /// A run file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -167,6 +175,52 @@ pub enum TableSection {
         #[serde(default = "default_standardize")]
         standardize: bool,
     },
+}
+
+impl TableSection {
+    /// Where the table comes from, its feature columns and its target columns.
+    fn columns(&self) -> (TableSource, Vec<String>, Vec<String>) {
+        match self {
+            TableSection::Csv {
+                path,
+                features,
+                targets,
+                ..
+            } => (
+                TableSource::Csv(path.clone()),
+                features.clone(),
+                targets.clone(),
+            ),
+            TableSection::Generated {
+                generator,
+                rows,
+                seed,
+                ..
+            } => {
+                let (features, target) = generator.columns();
+                let data = TableSource::Generated {
+                    generator: *generator,
+                    rows: *rows,
+                    seed: *seed,
+                };
+                (data, features, vec![target])
+            }
+        }
+    }
+
+    fn split(&self) -> SplitRatios {
+        match self {
+            TableSection::Csv { split, .. } | TableSection::Generated { split, .. } => *split,
+        }
+    }
+
+    fn standardize(&self) -> bool {
+        match self {
+            TableSection::Csv { standardize, .. } | TableSection::Generated { standardize, .. } => {
+                *standardize
+            }
+        }
+    }
 }
 
 impl Serialize for DataSection {
@@ -308,16 +362,16 @@ pub enum ModelSection {
 }
 
 fn default_filters() -> usize {
-    SimpleCnnConfig::new().filters
+    SimpleCnnConfig::new().network.filters
 }
 fn default_kernels() -> KernelPath {
     SimpleCnnConfig::new().kernels
 }
 fn default_lenet_channels() -> [usize; 2] {
-    LeNetConfig::new().channels
+    LeNetConfig::new().network.channels
 }
 fn default_lenet_hidden() -> usize {
-    LeNetConfig::new().hidden
+    LeNetConfig::new().network.hidden
 }
 fn default_lenet_kernels() -> KernelPath {
     LeNetConfig::new().kernels
@@ -366,19 +420,74 @@ pub struct TrainingSection {
     pub devices: Option<Vec<usize>>,
 }
 
+/// Why a run file's run failed: the file, or the run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFileError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
 /// The run a config describes, in the settings of the code that trains it.
 #[derive(Debug, Clone)]
 pub enum Job {
     /// An image run; its network is sized to the images when they are loaded
     /// ([`ImageModelConfig::fit`]).
-    Image {
-        config: ImageTrainingConfig,
-        source: ImageSource,
-    },
-    Tabular {
-        config: TabularConfig,
-        data: TableSource,
-    },
+    Image(ImageJob),
+    Tabular(TabularJob),
+}
+
+impl Job {
+    /// The files and folders the run reads.
+    pub fn inputs(&self) -> Vec<&Path> {
+        match self {
+            Job::Image(job) => job.source.inputs(),
+            Job::Tabular(job) => Vec::from_iter(job.data.input()),
+        }
+    }
+
+    /// Trains on `backend` into `artifact_dir`, continuing its last checkpoint if `resume`.
+    pub fn launch(
+        self,
+        artifact_dir: &Path,
+        resume: bool,
+        backend: BackendKind,
+    ) -> Result<RunReport, RunError> {
+        fn run<J: RunJob>(job: J, artifact_dir: &Path, resume: bool) -> Run<J> {
+            let artifact_dir = artifact_dir.to_path_buf();
+            Run {
+                job,
+                artifact_dir,
+                resume,
+            }
+        }
+        Ok(match self {
+            Job::Image(job) => RunReport::Image(run(job, artifact_dir, resume).launch(backend)?),
+            Job::Tabular(job) => {
+                RunReport::Tabular(run(job, artifact_dir, resume).launch(backend)?)
+            }
+        })
+    }
+}
+
+/// What a finished run measured on its test split.
+#[derive(Debug, Clone)]
+pub enum RunReport {
+    Image(ConfusionMatrix),
+    Tabular(TabularReport),
+}
+
+/// The per-class table and the `test accuracy:` line, or the table's test metrics.
+impl std::fmt::Display for RunReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunReport::Image(confusion) => {
+                write!(f, "{confusion}{}", accuracy_line(confusion.accuracy()))
+            }
+            RunReport::Tabular(report) => write!(f, "{report}"),
+        }
+    }
 }
 
 impl RunConfig {
@@ -438,212 +547,212 @@ impl RunConfig {
     /// The config with every default written out (what `--print-config` prints), and the
     /// run it describes.
     pub fn resolve(&self) -> Result<(RunConfig, Job), ConfigError> {
-        let invalid = |msg: String| Err(ConfigError::Invalid(msg));
         let mut resolved = self.clone();
         resolved.backend = Some(self.backend.unwrap_or_else(BackendKind::default_for_build));
-        let t = &self.training;
         let job = match &self.data {
-            DataSection::Mnist { options, .. } | DataSection::Images { options, .. } => {
-                let model = match &self.model {
-                    ModelSection::Simple {
-                        filters,
-                        kernels,
-                        precision,
-                    } => ImageModelConfig::Simple(
-                        SimpleCnnConfig::new()
-                            .with_filters(*filters)
-                            .with_kernels(*kernels)
-                            .with_precision(*precision),
-                    ),
-                    ModelSection::Lenet {
-                        channels,
-                        hidden,
-                        kernels,
-                        precision,
-                    } => ImageModelConfig::Lenet(
-                        LeNetConfig::new()
-                            .with_channels(*channels)
-                            .with_hidden(*hidden)
-                            .with_kernels(*kernels)
-                            .with_precision(*precision),
-                    ),
-                    ModelSection::Cnn {
-                        layers,
-                        kernels,
-                        precision,
-                    } => ImageModelConfig::Cnn(
-                        // Input and classes are the images' ([`ImageModelConfig::fit`]).
-                        CnnConfig::new([1, 28, 28], NUM_CLASSES, layers.clone())
-                            .with_kernels(*kernels)
-                            .with_precision(*precision),
-                    ),
-                    ModelSection::Mlp { task: Some(_), .. }
-                    | ModelSection::Mlp {
-                        classes: Some(_), ..
-                    } => {
-                        return invalid(
-                            "[model] task and classes are for tables; an image MLP has one \
-                             output per class of its images"
-                                .into(),
-                        );
-                    }
-                    ModelSection::Mlp {
-                        hidden,
-                        activation,
-                        layer_activations,
-                        ..
-                    } => ImageModelConfig::Mlp(
-                        MlpConfig::new(IMAGE_PIXELS, hidden.clone(), NUM_CLASSES)
-                            .with_activation(*activation)
-                            .with_layer_activations(layer_activations.clone()),
-                    ),
-                };
-                let defaults = image_defaults();
-                let learning_rate = match self.optimizer {
-                    None => defaults.learning_rate,
-                    Some(OptimizerConfig::Adam {
-                        learning_rate,
-                        l2: 0.0,
-                    }) => learning_rate,
-                    Some(_) => {
-                        return invalid(
-                            "image runs train with Adam (cosine-annealed, no L2): set \
-                             [optimizer] kind = \"adam\" and only learning_rate"
-                                .into(),
-                        );
-                    }
-                };
-                resolved.optimizer = Some(OptimizerConfig::Adam {
-                    learning_rate,
-                    l2: 0.0,
-                });
-                let augment = Augment {
-                    flip: options.flip,
-                    pad: options.pad,
-                };
-                let config = ImageTrainingConfig::new(model)
-                    .with_epochs(t.epochs.unwrap_or(defaults.epochs))
-                    .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
-                    .with_patience(t.patience.unwrap_or(defaults.patience))
-                    .with_seed(t.seed.unwrap_or(defaults.seed))
-                    .with_workers(t.workers.unwrap_or(defaults.workers))
-                    .with_device_data_mb(t.device_data_mb.unwrap_or(defaults.device_data_mb))
-                    .with_learning_rate(learning_rate)
-                    .with_valid_fraction(options.valid_fraction)
-                    .with_limit_train(options.limit_train)
-                    .with_limit_test(options.limit_test)
-                    .with_augment((!augment.is_off()).then_some(augment))
-                    .with_devices(t.devices.clone().unwrap_or(defaults.devices));
-                resolved.training = TrainingSection {
-                    epochs: Some(config.epochs),
-                    batch_size: Some(config.batch_size),
-                    patience: Some(config.patience),
-                    seed: Some(config.seed),
-                    workers: Some(config.workers),
-                    device_data_mb: Some(config.device_data_mb),
-                    devices: Some(config.devices.clone()),
-                };
-                config
-                    .validate()
-                    .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-                let source = match &self.data {
-                    DataSection::Mnist { dir, .. } => ImageSource::Mnist(
-                        dir.clone().map_or(MnistSource::Download, MnistSource::Dir),
-                    ),
-                    DataSection::Images { source, .. } => source.clone(),
-                    DataSection::Table(_) => unreachable!("matched above"),
-                };
-                Job::Image { config, source }
+            DataSection::Mnist { dir, options } => {
+                let source =
+                    ImageSource::Mnist(dir.clone().map_or(MnistSource::Download, MnistSource::Dir));
+                self.resolve_images(source, options, &mut resolved)?
             }
-            DataSection::Table(table) => {
-                let ModelSection::Mlp {
-                    task,
-                    hidden,
-                    activation,
-                    layer_activations,
-                    classes,
-                } = &self.model
-                else {
-                    return invalid(
-                        "tabular data trains an MLP: set [model] kind = \"mlp\" and a task".into(),
-                    );
-                };
-                let Some(task) = *task else {
-                    return invalid(
-                        "set [model] task = \"regression\", \"binary\" or \"multiclass\"".into(),
-                    );
-                };
-                if t.workers.is_some() || t.device_data_mb.is_some() {
-                    return invalid(
-                        "[training] workers and device_data_mb are for image runs".into(),
-                    );
-                }
-                let (data, features, targets, split, standardize) = match table {
-                    TableSection::Csv {
-                        path,
-                        features,
-                        targets,
-                        split,
-                        standardize,
-                    } => (
-                        TableSource::Csv(path.clone()),
-                        features.clone(),
-                        targets.clone(),
-                        *split,
-                        *standardize,
-                    ),
-                    TableSection::Generated {
-                        generator,
-                        rows,
-                        seed,
-                        split,
-                        standardize,
-                    } => {
-                        let (features, target) = generator.columns();
-                        let data = TableSource::Generated {
-                            generator: *generator,
-                            rows: *rows,
-                            seed: *seed,
-                        };
-                        (data, features, vec![target], *split, *standardize)
-                    }
-                };
-                if t.devices.as_ref().is_some_and(|devices| devices.len() > 1) {
-                    return Err(ConfigError::Invalid(
-                        "tabular runs train on one device: give training.devices one index".into(),
-                    ));
-                }
-                let defaults = table_defaults();
-                let optimizer = self.optimizer.unwrap_or(defaults.optimizer);
-                resolved.optimizer = Some(optimizer);
-                let config = TabularConfig::new(features, targets, task)
-                    .with_classes(*classes)
-                    .with_hidden(hidden.clone())
-                    .with_activation(*activation)
-                    .with_layer_activations(layer_activations.clone())
-                    .with_optimizer(optimizer)
-                    .with_epochs(t.epochs.unwrap_or(defaults.epochs))
-                    .with_batch_size(t.batch_size.or(defaults.batch_size))
-                    .with_patience(t.patience.unwrap_or(defaults.patience))
-                    .with_seed(t.seed.unwrap_or(defaults.seed))
-                    .with_split(split)
-                    .with_standardize(standardize);
-                config
-                    .validate()
-                    .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-                resolved.training = TrainingSection {
-                    epochs: Some(config.epochs),
-                    batch_size: config.batch_size,
-                    patience: Some(config.patience),
-                    seed: Some(config.seed),
-                    workers: None,
-                    device_data_mb: None,
-                    devices: None,
-                };
-                Job::Tabular { config, data }
+            DataSection::Images { source, options } => {
+                self.resolve_images(source.clone(), options, &mut resolved)?
             }
+            DataSection::Table(table) => self.resolve_table(table, &mut resolved)?,
         };
         Ok((resolved, job))
+    }
+
+    /// An image run: the network, Adam's learning rate and the training settings, each
+    /// absent value taken from [`ImageTrainingConfig`]'s defaults and written into `resolved`.
+    fn resolve_images(
+        &self,
+        source: ImageSource,
+        options: &ImageOptions,
+        resolved: &mut RunConfig,
+    ) -> Result<Job, ConfigError> {
+        let defaults = image_defaults();
+        let learning_rate = match self.optimizer {
+            None => defaults.learning_rate,
+            Some(OptimizerConfig::Adam {
+                learning_rate,
+                l2: 0.0,
+            }) => learning_rate,
+            Some(_) => {
+                return Err(ConfigError::Invalid(
+                    "image runs train with Adam (cosine-annealed, no L2): set [optimizer] \
+                     kind = \"adam\" and only learning_rate"
+                        .into(),
+                ));
+            }
+        };
+        resolved.optimizer = Some(OptimizerConfig::Adam {
+            learning_rate,
+            l2: 0.0,
+        });
+        let augment = Augment {
+            flip: options.flip,
+            pad: options.pad,
+        };
+        let t = &self.training;
+        let config = ImageTrainingConfig::new(self.image_model()?)
+            .with_epochs(t.epochs.unwrap_or(defaults.epochs))
+            .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
+            .with_patience(t.patience.unwrap_or(defaults.patience))
+            .with_seed(t.seed.unwrap_or(defaults.seed))
+            .with_workers(t.workers.unwrap_or(defaults.workers))
+            .with_device_data_mb(t.device_data_mb.unwrap_or(defaults.device_data_mb))
+            .with_learning_rate(learning_rate)
+            .with_valid_fraction(options.valid_fraction)
+            .with_limit_train(options.limit_train)
+            .with_limit_test(options.limit_test)
+            .with_augment((!augment.is_off()).then_some(augment))
+            .with_devices(t.devices.clone().unwrap_or(defaults.devices));
+        resolved.training = TrainingSection {
+            epochs: Some(config.epochs),
+            batch_size: Some(config.batch_size),
+            patience: Some(config.patience),
+            seed: Some(config.seed),
+            workers: Some(config.workers),
+            device_data_mb: Some(config.device_data_mb),
+            devices: Some(config.devices.clone()),
+        };
+        config
+            .validate()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        Ok(Job::Image(ImageJob { config, source }))
+    }
+
+    /// The `[model]` section as an image network, before it is sized to the images
+    /// ([`ImageModelConfig::fit`] sets the input shape and the classes).
+    fn image_model(&self) -> Result<ImageModelConfig, ConfigError> {
+        Ok(match &self.model {
+            ModelSection::Simple {
+                filters,
+                kernels,
+                precision,
+            } => ImageModelConfig::Simple(
+                SimpleCnnConfig::new()
+                    .with_filters(*filters)
+                    .with_kernels(*kernels)
+                    .with_precision(*precision),
+            ),
+            ModelSection::Lenet {
+                channels,
+                hidden,
+                kernels,
+                precision,
+            } => ImageModelConfig::Lenet(
+                LeNetConfig::new()
+                    .with_channels(*channels)
+                    .with_hidden(*hidden)
+                    .with_kernels(*kernels)
+                    .with_precision(*precision),
+            ),
+            ModelSection::Cnn {
+                layers,
+                kernels,
+                precision,
+            } => ImageModelConfig::Cnn(
+                CnnConfig::new([1, 28, 28], NUM_CLASSES, layers.clone())
+                    .with_kernels(*kernels)
+                    .with_precision(*precision),
+            ),
+            ModelSection::Mlp { task: Some(_), .. }
+            | ModelSection::Mlp {
+                classes: Some(_), ..
+            } => {
+                return Err(ConfigError::Invalid(
+                    "[model] task and classes are for tables; an image MLP has one output per \
+                     class of its images"
+                        .into(),
+                ));
+            }
+            ModelSection::Mlp {
+                hidden,
+                activation,
+                layer_activations,
+                ..
+            } => ImageModelConfig::Mlp(
+                MlpConfig::new(IMAGE_PIXELS, hidden.clone(), NUM_CLASSES)
+                    .with_activation(*activation)
+                    .with_layer_activations(layer_activations.clone()),
+            ),
+        })
+    }
+
+    /// A tabular run: the MLP, its optimizer and the training settings, each absent value
+    /// taken from [`TabularConfig`]'s defaults and written into `resolved`.
+    fn resolve_table(
+        &self,
+        table: &TableSection,
+        resolved: &mut RunConfig,
+    ) -> Result<Job, ConfigError> {
+        let invalid = |message: &str| Err(ConfigError::Invalid(message.into()));
+        let ModelSection::Mlp {
+            task,
+            hidden,
+            activation,
+            layer_activations,
+            classes,
+        } = &self.model
+        else {
+            return invalid("tabular data trains an MLP: set [model] kind = \"mlp\" and a task");
+        };
+        let Some(task) = *task else {
+            return invalid("set [model] task = \"regression\", \"binary\" or \"multiclass\"");
+        };
+        let t = &self.training;
+        if t.workers.is_some() || t.device_data_mb.is_some() {
+            return invalid("[training] workers and device_data_mb are for image runs");
+        }
+        if t.devices.as_ref().is_some_and(|devices| devices.len() > 1) {
+            return invalid("tabular runs train on one device: give training.devices one index");
+        }
+        let (data, features, targets) = table.columns();
+        let defaults = table_defaults();
+        let optimizer = self.optimizer.unwrap_or(defaults.optimizer);
+        resolved.optimizer = Some(optimizer);
+        let config = TabularConfig::new(features, targets, task)
+            .with_classes(*classes)
+            .with_hidden(hidden.clone())
+            .with_activation(*activation)
+            .with_layer_activations(layer_activations.clone())
+            .with_optimizer(optimizer)
+            .with_epochs(t.epochs.unwrap_or(defaults.epochs))
+            .with_batch_size(t.batch_size.or(defaults.batch_size))
+            .with_patience(t.patience.unwrap_or(defaults.patience))
+            .with_seed(t.seed.unwrap_or(defaults.seed))
+            .with_split(table.split())
+            .with_standardize(table.standardize());
+        config
+            .validate()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        resolved.training = TrainingSection {
+            epochs: Some(config.epochs),
+            batch_size: config.batch_size,
+            patience: Some(config.patience),
+            seed: Some(config.seed),
+            workers: None,
+            device_data_mb: None,
+            devices: None,
+        };
+        Ok(Job::Tabular(TabularJob { config, data }))
+    }
+
+    /// Trains the run this file describes: resolves it, claims its artifact directory,
+    /// saves the resolved file there as [`RUN_FILE`], then trains and evaluates on the
+    /// file's backend.
+    pub fn train(&self, resume: bool) -> Result<RunReport, RunFileError> {
+        let (resolved, job) = self.resolve()?;
+        let dir = &resolved.artifact_dir;
+        claim_artifact_dir(dir, &job.inputs()).map_err(RunError::from)?;
+        write_atomically(&dir.join(RUN_FILE), resolved.to_toml().as_bytes())
+            .map_err(|e| RunError::from(TrainError::from(e)))?;
+        let backend = resolved
+            .backend
+            .unwrap_or_else(BackendKind::default_for_build);
+        Ok(job.launch(dir, resume, backend)?)
     }
 
     /// The config as TOML.
@@ -762,12 +871,12 @@ mod tests {
             .resolve()
             .unwrap();
         assert_eq!(image.training.epochs, Some(3));
-        assert!(matches!(job, Job::Image { .. }));
+        assert!(matches!(job, Job::Image(_)));
         let text = "[data]\nkind = \"generated\"\ngenerator = \"xor\"\n\
                     [model]\nkind = \"mlp\"\ntask = \"binary\"\nhidden = [4]\n";
         let (table, job) = parse(text).unwrap().resolve().unwrap();
         assert_eq!(table.training.epochs, Some(100));
-        let Job::Tabular { config, .. } = job else {
+        let Job::Tabular(TabularJob { config, .. }) = job else {
             panic!("a tabular job")
         };
         assert_eq!(config.features, ["x1", "x2"]);
@@ -824,7 +933,7 @@ mod tests {
                 .resolve()
                 .unwrap();
             assert_eq!(parse(&resolved.to_toml()).unwrap(), resolved);
-            let Job::Image { config, .. } = job else {
+            let Job::Image(ImageJob { config, .. }) = job else {
                 panic!("an image job")
             };
             match config.model {
@@ -862,7 +971,7 @@ mod tests {
                     layers = [{ conv = 8, padding = 1 }, { relu = true }, { pool = 2 }, \
                     { dense = \"classes\" }]\n";
         let (resolved, job) = parse(text).unwrap().resolve().unwrap();
-        let Job::Image { config, source } = job else {
+        let Job::Image(ImageJob { config, source }) = job else {
             panic!("an image job")
         };
         assert!(matches!(source, ImageSource::ImageFolder { .. }));

@@ -322,6 +322,59 @@ pub trait KernelBackend: Backend {
             weight_decay,
         )
     }
+
+    /// Adam step (Burn's, without AMSGrad) of a group of parameters at the same step count:
+    /// for each, with `g` as in [`Self::sgd_update`],
+    /// `m' = β1·m + (1−β1)·g`, `v' = β2·v + (1−β2)·g²` and
+    /// `param − lr · (m'·c) / (√v' + ε·b)`, where `b = √(1−β2^t)` and `c = b / (1−β1^t)`
+    /// ([`AdamStep`]). Moments have their parameter's shape (zeros before the first step).
+    /// Returns the updated parameters, first moments and second moments.
+    fn adam_update(
+        params: Vec<FloatTensor<Self>>,
+        grads: Vec<FloatTensor<Self>>,
+        moments: AdamMoments<FloatTensor<Self>>,
+        step: AdamStep,
+    ) -> (Vec<FloatTensor<Self>>, AdamMoments<FloatTensor<Self>>) {
+        reference::adam_update::<Self>(params, grads, moments, step)
+    }
+}
+
+/// Adam's first and second moments of a group of parameters, one tensor each per parameter.
+#[derive(Debug, Clone)]
+pub struct AdamMoments<T> {
+    pub first: Vec<T>,
+    pub second: Vec<T>,
+}
+
+/// The settings and step count of one Adam update, and the scalars Burn derives from them
+/// (in f32, as Burn computes them, so that the update is Burn's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamStep {
+    pub lr: f64,
+    pub beta_1: f32,
+    pub beta_2: f32,
+    pub epsilon: f32,
+    /// The L2 penalty λ folded into each gradient as `g + λ·param` (0: none).
+    pub weight_decay: f32,
+    /// The step count `t` after this update: 1 for a parameter's first.
+    pub time: usize,
+}
+
+impl AdamStep {
+    /// `b = √(1 − β2^t)`, the second moment's bias correction.
+    fn second_correction(&self) -> f32 {
+        (1.0 - self.beta_2.powi(self.time as i32)).sqrt()
+    }
+
+    /// `c = b / (1 − β1^t)`: the first moment's factor.
+    pub fn moment_factor(&self) -> f32 {
+        self.second_correction() / (1.0 - self.beta_1.powi(self.time as i32))
+    }
+
+    /// `ε · b`: what is added to `√v'`.
+    pub fn scaled_epsilon(&self) -> f32 {
+        self.epsilon * self.second_correction()
+    }
 }
 
 /// What a dense layer applies to its outputs, inside its own kernels.

@@ -8,8 +8,8 @@ use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 
 use crate::{
-    ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, NO_ARGMAX, PoolOptions2d, float,
-    from_float,
+    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, NO_ARGMAX,
+    PoolOptions2d, float, from_float,
 };
 
 fn burn_conv_options(options: ConvOptions2d) -> ConvOptions<2> {
@@ -277,6 +277,40 @@ pub fn sgd_momentum_update<B: Backend>(
         .map(|(velocity, grad)| B::float_add(B::float_mul_scalar(velocity, momentum.into()), grad))
         .collect();
     (step::<B>(params, velocities.clone(), lr), velocities)
+}
+
+pub fn adam_update<B: Backend>(
+    params: Vec<FloatTensor<B>>,
+    grads: Vec<FloatTensor<B>>,
+    moments: AdamMoments<FloatTensor<B>>,
+    adam: AdamStep,
+) -> (Vec<FloatTensor<B>>, AdamMoments<FloatTensor<B>>) {
+    let grads = with_weight_decay::<B>(&params, grads, adam.weight_decay.into());
+    let (beta_1, beta_2) = (adam.beta_1, adam.beta_2);
+    let (factor, epsilon) = (adam.moment_factor(), adam.scaled_epsilon());
+    let mut new = AdamMoments {
+        first: Vec::new(),
+        second: Vec::new(),
+    };
+    let mut directions = Vec::new();
+    let operands = grads.into_iter().zip(moments.first).zip(moments.second);
+    for ((grad, first), second) in operands {
+        let first = B::float_add(
+            B::float_mul_scalar(first, beta_1.into()),
+            B::float_mul_scalar(grad.clone(), (1.0 - beta_1).into()),
+        );
+        let second = B::float_add(
+            B::float_mul_scalar(second, beta_2.into()),
+            B::float_mul_scalar(B::float_mul(grad.clone(), grad), (1.0 - beta_2).into()),
+        );
+        directions.push(B::float_div(
+            B::float_mul_scalar(first.clone(), factor.into()),
+            B::float_add_scalar(B::float_sqrt(second.clone()), epsilon.into()),
+        ));
+        new.first.push(first);
+        new.second.push(second);
+    }
+    (step::<B>(params, directions, adam.lr), new)
 }
 
 /// `grad + λ · param` for each parameter, as Burn's `WeightDecay` computes it (λ = 0: the

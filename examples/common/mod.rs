@@ -10,8 +10,9 @@ use anyhow::ensure;
 use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource};
 use cubenet::error_line::error_line;
+use cubenet::train::Run;
 use cubenet::train::claim_artifact_dir;
-use cubenet::train::tabular::{TabularConfig, TabularReport, TabularRun, TestMetrics};
+use cubenet::train::tabular::{TabularConfig, TabularJob, TabularReport, TestMetrics};
 
 /// Writes `table` to `artifact_dir/data/csv_name`, trains `config` on that file on
 /// `backend`, and prints the report.
@@ -27,12 +28,11 @@ pub fn train_on_csv(
     std::fs::create_dir_all(&data_dir)?;
     let csv = data_dir.join(csv_name);
     table.write_csv(&csv)?;
-    let run = TabularRun {
+    let job = TabularJob {
         config,
         data: TableSource::Csv(csv),
-        artifact_dir: artifact_dir.to_path_buf(),
-        resume: false,
     };
+    let run = Run::new(job, artifact_dir);
     let report = run.launch(backend)?;
     println!("{report}");
     Ok(report)

@@ -32,7 +32,7 @@ use crate::train::{FusedSgdConfig, evaluate};
 const WARMUP_STEPS: usize = 3;
 
 /// The network and schedule of a speedrun; the schedule's defaults are the fastest to 99%
-/// we measured (docs/PERF.md).
+/// we measured (docs/perf-log/2026-11-25-v17-speedrun-schedule.md).
 #[derive(Config, Debug)]
 pub struct SpeedrunConfig {
     pub model: ImageModelConfig,

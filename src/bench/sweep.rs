@@ -60,7 +60,7 @@ impl BenchModel {
         match self {
             BenchModel::Simple => ImageModelConfig::Simple(
                 SimpleCnnConfig::new()
-                    .with_filters(filters.unwrap_or(SimpleCnnConfig::new().filters))
+                    .with_filters(filters.unwrap_or(SimpleCnnConfig::new().network.filters))
                     .with_kernels(kernels)
                     .with_precision(precision),
             ),

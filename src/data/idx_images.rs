@@ -16,10 +16,10 @@ pub struct IdxFiles {
 }
 
 /// Images and labels of one split, before the classes are settled.
-struct RawSplit {
-    shape: ImageShape,
-    pixels: Vec<u8>,
-    labels: Vec<u32>,
+pub(super) struct RawSplit {
+    pub shape: ImageShape,
+    pub pixels: Vec<u8>,
+    pub labels: Vec<u32>,
 }
 
 /// The training split in `train` and the test split in `test`, whose images must have the
@@ -78,7 +78,7 @@ pub fn read_idx_images(
 }
 
 /// One image file and its label file, checked against each other.
-fn read_split(files: &IdxFiles) -> Result<RawSplit, DataError> {
+pub(super) fn read_split(files: &IdxFiles) -> Result<RawSplit, DataError> {
     let images = read_idx_file(&files.images)?;
     let labels = read_idx_file(&files.labels)?;
     let invalid = |path: &Path, what: String| DataError::Image {
@@ -119,7 +119,8 @@ fn read_split(files: &IdxFiles) -> Result<RawSplit, DataError> {
     })
 }
 
-fn check_labels(split: &RawSplit, path: &Path, classes: usize) -> Result<(), DataError> {
+/// Refuses a label of `split` (read from `path`) that is not below `classes`.
+pub(super) fn check_labels(split: &RawSplit, path: &Path, classes: usize) -> Result<(), DataError> {
     match split
         .labels
         .iter()
@@ -128,8 +129,9 @@ fn check_labels(split: &RawSplit, path: &Path, classes: usize) -> Result<(), Dat
         Some(index) => Err(DataError::Image {
             path: path.to_path_buf(),
             what: format!(
-                "label {} at index {index} has no name among the {classes} classes given",
-                split.labels[index]
+                "label {} at index {index} is not one of the {classes} classes (0 to {})",
+                split.labels[index],
+                classes - 1
             ),
         }),
         None => Ok(()),
@@ -198,7 +200,7 @@ mod tests {
         let names = ["a".to_string(), "b".into()];
         let message = error(&train, None, Some(&names[..]));
         assert!(
-            message.contains("train-labels: label 4 at index 1 has no name among the 2"),
+            message.contains("train-labels: label 4 at index 1 is not one of the 2 classes"),
             "{message}"
         );
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use burn::data::dataset::Dataset;
 
-use super::idx::read_idx_file;
+use super::idx_images::{IdxFiles, check_labels, read_split};
 use super::{ChannelStats, DataError, ImageSet, ImageShape, ImageSubset};
 use crate::quiet_panic::{catch_quietly, first_line};
 
@@ -53,7 +53,6 @@ impl MnistSource {
             MnistSource::Dir(dir) => read_dir(dir, split)?,
             MnistSource::Download => download(split)?,
         };
-        let labels = labels.into_iter().map(u32::from).collect();
         Ok(ImageSet::new(pixels, labels, MNIST_SHAPE, mnist_classes()))
     }
 
@@ -87,61 +86,30 @@ pub fn mnist_normalization() -> ChannelStats {
     }
 }
 
-/// Reads and validates one split from a directory of IDX files: pixels and labels.
-fn read_dir(dir: &Path, split: Split) -> Result<(Vec<u8>, Vec<u8>), DataError> {
+/// Reads one split from a directory of IDX files through the IDX image reader, then
+/// checks what makes it MNIST: 28×28 images, digit labels.
+fn read_dir(dir: &Path, split: Split) -> Result<(Vec<u8>, Vec<u32>), DataError> {
     let (images_name, labels_name) = split.file_names();
-    let images_path = find_idx(dir, images_name)?;
-    let labels_path = find_idx(dir, labels_name)?;
-    let images = read_idx_file(&images_path)?;
-    let labels = read_idx_file(&labels_path)?;
-    let corrupt = |path: &Path, what: String| DataError::Corrupt {
-        path: path.to_path_buf(),
-        what,
+    let files = IdxFiles {
+        images: find_idx(dir, images_name)?,
+        labels: find_idx(dir, labels_name)?,
     };
-    if images.dims.len() != 3 || images.dims[1..] != [IMAGE_SIDE, IMAGE_SIDE] {
-        return Err(corrupt(
-            &images_path,
-            format!(
-                "image dimensions are {:?}, expected [N, 28, 28]",
-                images.dims
+    let split = read_split(&files)?;
+    if split.shape != MNIST_SHAPE {
+        return Err(DataError::Image {
+            path: files.images,
+            what: format!(
+                "images are {}×{} pixels, expected MNIST's {IMAGE_SIDE}×{IMAGE_SIDE}",
+                split.shape.width, split.shape.height
             ),
-        ));
+        });
     }
-    if labels.dims.len() != 1 {
-        return Err(corrupt(
-            &labels_path,
-            format!("label dimensions are {:?}, expected [N]", labels.dims),
-        ));
-    }
-    if images.dims[0] != labels.dims[0] {
-        return Err(corrupt(
-            &labels_path,
-            format!(
-                "holds {} labels but {} holds {} images",
-                labels.dims[0],
-                images_path.display(),
-                images.dims[0]
-            ),
-        ));
-    }
-    if let Some(pos) = labels
-        .data
-        .iter()
-        .position(|&l| usize::from(l) >= NUM_CLASSES)
-    {
-        return Err(corrupt(
-            &labels_path,
-            format!(
-                "label {} at index {pos} is not a digit 0-9",
-                labels.data[pos]
-            ),
-        ));
-    }
-    Ok((images.data, labels.data))
+    check_labels(&split, &files.labels, NUM_CLASSES)?;
+    Ok((split.pixels, split.labels))
 }
 
 /// Downloads one split with burn-dataset (which caches it) and copies it in.
-fn download(split: Split) -> Result<(Vec<u8>, Vec<u8>), DataError> {
+fn download(split: Split) -> Result<(Vec<u8>, Vec<u32>), DataError> {
     use burn_dataset::vision::MnistDataset;
     // burn-dataset's downloader panics on network errors; turn that into an error value.
     let dataset = catch_quietly(|| match split {
@@ -155,7 +123,7 @@ fn download(split: Split) -> Result<(Vec<u8>, Vec<u8>), DataError> {
     let mut labels = Vec::with_capacity(dataset.len());
     for item in dataset.iter() {
         images.extend(item.image.iter().flatten().map(|&p| p as u8));
-        labels.push(item.label);
+        labels.push(item.label as u32);
     }
     Ok((images, labels))
 }

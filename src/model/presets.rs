@@ -1,94 +1,71 @@
-//! The two named CNNs, as presets of the layer-by-layer [`Cnn`]: the seed's single-conv CNN
-//! and the LeNet-style CNN. Their configs keep the settings run files and saved runs name
-//! (`filters`, `channels`, `hidden`, …) and expand to the layers.
+//! The two named CNNs, as presets of the layer-by-layer [`Cnn`]: the single-conv CNN and
+//! the LeNet-style CNN. One config type, [`PresetConfig`], holds what every preset has (input
+//! size, classes, kernels, precision); its network part holds the settings run files and
+//! saved runs name (`filters`, `channels`, `hidden`) and expands to the layers.
 
 use burn::prelude::*;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use cubenet_kernels::Precision;
 
 use super::{Cnn, CnnConfig, ConvSpec, KernelPath, LayerSpec, ModelError, Width};
 
-/// The single-conv CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → dense to the classes.
-#[derive(Config, Debug)]
-pub struct SimpleCnnConfig {
-    /// Convolution filters `d`.
-    #[config(default = 32)]
-    pub filters: usize,
-    /// Side of the square gray input images.
-    #[config(default = 28)]
-    pub image_size: usize,
-    /// Output classes.
-    #[config(default = 10)]
-    pub num_classes: usize,
-    /// Refuse an input whose conv output the 2x2 pool windows do not tile exactly.
-    #[config(default = true)]
-    pub exact_pooling: bool,
-    /// Which implementation runs the conv·ReLU·pool block and the dense layer.
-    #[config(default = "KernelPath::Custom")]
-    pub kernels: KernelPath,
-    /// How cubenet's kernels multiply in the convolution (see [`CnnConfig::precision`]).
-    #[config(default = "Precision::Fp32")]
-    pub precision: Precision,
+/// What tells one preset from another: its own settings, and the layers they give.
+pub trait PresetNetwork:
+    Clone + std::fmt::Debug + Default + Serialize + DeserializeOwned + Send + Sync
+{
+    /// The layers, ending in a dense layer to the classes.
+    fn layers(&self) -> Vec<LayerSpec>;
 }
 
-impl SimpleCnnConfig {
-    /// The layers of this network; with `exact_pooling`, refused if its pool does not tile
-    /// the conv output.
-    pub fn cnn(&self) -> Result<CnnConfig, ModelError> {
-        let layers = vec![
+/// The single-conv CNN: conv 3x3 (1→d) → ReLU → 2x2 max-pool → dense to the classes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SingleConv {
+    /// Convolution filters `d`.
+    pub filters: usize,
+}
+
+impl Default for SingleConv {
+    fn default() -> Self {
+        Self { filters: 32 }
+    }
+}
+
+impl PresetNetwork for SingleConv {
+    fn layers(&self) -> Vec<LayerSpec> {
+        vec![
             LayerSpec::Conv(ConvSpec::new(self.filters)),
             LayerSpec::Relu,
             LayerSpec::pool(2),
             LayerSpec::Dense(Width::Classes),
-        ];
-        preset(
-            layers,
-            self.image_size,
-            self.num_classes,
-            (self.kernels, self.precision),
-            self.exact_pooling,
-        )
-    }
-
-    /// Checks the geometry and initializes the weights on `device`.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Cnn<B>, ModelError> {
-        self.cnn()?.init(device)
+        ]
     }
 }
 
 /// The LeNet-style CNN: conv 5x5 (padding 2) → ReLU → 2x2 pool → conv 5x5 → ReLU → 2x2
 /// pool → dense `hidden` → ReLU → dense to the classes.
-#[derive(Config, Debug)]
-pub struct LeNetConfig {
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeNet {
     /// Filters of the first and second convolution.
-    #[config(default = "[32, 64]")]
     pub channels: [usize; 2],
     /// Width of the hidden dense layer.
-    #[config(default = 128)]
     pub hidden: usize,
-    /// Side of the square gray input images.
-    #[config(default = 28)]
-    pub image_size: usize,
-    /// Output classes.
-    #[config(default = 10)]
-    pub num_classes: usize,
-    /// Refuse inputs whose conv outputs the 2x2 pool windows do not tile exactly.
-    #[config(default = true)]
-    pub exact_pooling: bool,
-    /// Which implementation runs the conv·ReLU·pool blocks and the dense layers.
-    #[config(default = "KernelPath::Custom")]
-    pub kernels: KernelPath,
-    /// How cubenet's kernels multiply in the convolutions (see [`CnnConfig::precision`]).
-    #[config(default = "Precision::Fp32")]
-    pub precision: Precision,
 }
 
-impl LeNetConfig {
-    /// The layers of this network; with `exact_pooling`, refused if its pools do not tile
-    /// the conv outputs.
-    pub fn cnn(&self) -> Result<CnnConfig, ModelError> {
+impl Default for LeNet {
+    fn default() -> Self {
+        Self {
+            channels: [32, 64],
+            hidden: 128,
+        }
+    }
+}
+
+impl PresetNetwork for LeNet {
+    fn layers(&self) -> Vec<LayerSpec> {
         let [c1, c2] = self.channels;
-        let layers = vec![
+        vec![
             LayerSpec::Conv(ConvSpec::new(c1).with_kernel(5).with_padding(2)),
             LayerSpec::Relu,
             LayerSpec::pool(2),
@@ -98,14 +75,92 @@ impl LeNetConfig {
             LayerSpec::Dense(Width::Units(self.hidden)),
             LayerSpec::Relu,
             LayerSpec::Dense(Width::Classes),
-        ];
-        preset(
-            layers,
-            self.image_size,
-            self.num_classes,
-            (self.kernels, self.precision),
-            self.exact_pooling,
-        )
+        ]
+    }
+}
+
+/// A preset CNN on square gray images. Saved as one flat object (the network's settings
+/// beside the shared ones), as configs of earlier runs are.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PresetConfig<N> {
+    #[serde(flatten)]
+    pub network: N,
+    /// Side of the square gray input images.
+    pub image_size: usize,
+    /// Output classes.
+    pub num_classes: usize,
+    /// Refuse an input whose conv outputs the 2x2 pool windows do not tile exactly.
+    pub exact_pooling: bool,
+    /// Which implementation runs the conv·ReLU·pool blocks and the dense layers.
+    pub kernels: KernelPath,
+    /// How cubenet's kernels multiply in the convolutions (see [`CnnConfig::precision`]).
+    pub precision: Precision,
+}
+
+/// The single-conv CNN's config.
+pub type SimpleCnnConfig = PresetConfig<SingleConv>;
+/// The LeNet-style CNN's config.
+pub type LeNetConfig = PresetConfig<LeNet>;
+
+impl<N: PresetNetwork> burn::config::Config for PresetConfig<N> {}
+
+impl<N: PresetNetwork> Default for PresetConfig<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<N: PresetNetwork> PresetConfig<N> {
+    /// The network at its defaults, for 28×28 gray images in 10 classes, on cubenet's
+    /// kernels in fp32.
+    pub fn new() -> Self {
+        Self {
+            network: N::default(),
+            image_size: 28,
+            num_classes: 10,
+            exact_pooling: true,
+            kernels: KernelPath::Custom,
+            precision: Precision::Fp32,
+        }
+    }
+
+    pub fn with_image_size(self, image_size: usize) -> Self {
+        Self { image_size, ..self }
+    }
+
+    pub fn with_num_classes(self, num_classes: usize) -> Self {
+        Self {
+            num_classes,
+            ..self
+        }
+    }
+
+    pub fn with_exact_pooling(self, exact_pooling: bool) -> Self {
+        Self {
+            exact_pooling,
+            ..self
+        }
+    }
+
+    pub fn with_kernels(self, kernels: KernelPath) -> Self {
+        Self { kernels, ..self }
+    }
+
+    pub fn with_precision(self, precision: Precision) -> Self {
+        Self { precision, ..self }
+    }
+
+    /// The layers of this network; with `exact_pooling`, refused if its pools do not tile
+    /// the conv outputs.
+    pub fn cnn(&self) -> Result<CnnConfig, ModelError> {
+        let input = [1, self.image_size, self.image_size];
+        let cnn = CnnConfig::new(input, self.num_classes, self.network.layers().into())
+            .with_kernels(self.kernels)
+            .with_precision(self.precision);
+        if self.exact_pooling {
+            cnn.check_exact_pooling()?;
+        }
+        Ok(cnn)
     }
 
     /// Checks the geometry and initializes the weights on `device`.
@@ -114,22 +169,35 @@ impl LeNetConfig {
     }
 }
 
-/// A preset's layers on square gray `image_size` images, checked for exact pooling if asked.
-fn preset(
-    layers: Vec<LayerSpec>,
-    image_size: usize,
-    classes: usize,
-    (kernels, precision): (KernelPath, Precision),
-    exact_pooling: bool,
-) -> Result<CnnConfig, ModelError> {
-    let input = [1, image_size, image_size];
-    let cnn = CnnConfig::new(input, classes, layers.into())
-        .with_kernels(kernels)
-        .with_precision(precision);
-    if exact_pooling {
-        cnn.check_exact_pooling()?;
+impl SimpleCnnConfig {
+    pub fn with_filters(self, filters: usize) -> Self {
+        Self {
+            network: SingleConv { filters },
+            ..self
+        }
     }
-    Ok(cnn)
+}
+
+impl LeNetConfig {
+    pub fn with_channels(self, channels: [usize; 2]) -> Self {
+        Self {
+            network: LeNet {
+                channels,
+                ..self.network
+            },
+            ..self
+        }
+    }
+
+    pub fn with_hidden(self, hidden: usize) -> Self {
+        Self {
+            network: LeNet {
+                hidden,
+                ..self.network
+            },
+            ..self
+        }
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub struct ImageTrainingConfig {
     pub patience: usize,
     /// Extra threads that assemble batches; 0 assembles them on the training thread, which
     /// keeps every GPU tensor on one stream but waits for each batch: on an H100, 4 workers
-    /// trained LeNet 1.3–2× faster at batch 128–1000 (docs/PERF.md, "Data-parallel").
+    /// trained LeNet 1.3–2× faster at batch 128–1000 (docs/perf-log/2026-11-25-data-parallel-training.md).
     #[config(default = 0)]
     pub workers: usize,
     /// Training and validation sets up to this many megabytes (normalized, 4 bytes a pixel

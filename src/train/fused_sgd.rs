@@ -16,13 +16,15 @@
 
 use std::collections::HashMap;
 
-use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::module::{AutodiffModule, Param, ParamId};
 use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
 use burn::prelude::*;
-use burn::tensor::backend::{AutodiffBackend, DeviceId};
-use burn::tensor::ops::{FloatTensor, FloatTensorOps};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::ops::FloatTensorOps;
 use burn::tensor::{TensorMetadata, TensorPrimitive};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+
+use super::fused_update::{Grads, Inner, States, Updated, update_module};
 
 /// Configuration of [`FusedSgd`].
 #[derive(Config, Debug)]
@@ -52,10 +54,8 @@ pub struct FusedSgd<B: AutodiffBackend> {
     momentum: f64,
     weight_decay: f64,
     /// Each parameter's velocity (with momentum), in any shape of the parameter's size.
-    velocities: HashMap<ParamId, FloatTensor<B::InnerBackend>>,
+    velocities: States<B>,
 }
-
-type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
 impl<B, M> Optimizer<M, B> for FusedSgd<B>
 where
@@ -76,6 +76,7 @@ where
     fn to_record(&self) -> Self::Record {
         self.velocities
             .iter()
+            .filter_map(|(id, state)| Some((id, state.first()?)))
             .map(|(id, velocity)| {
                 let elements = velocity.shape().num_elements();
                 let flat = Inner::<B>::float_reshape(velocity.clone(), Shape::new([elements]));
@@ -91,7 +92,7 @@ where
             .map(|velocity| {
                 (
                     velocity.id,
-                    velocity.val().inner().into_primitive().tensor(),
+                    vec![velocity.val().inner().into_primitive().tensor()],
                 )
             })
             .collect();
@@ -103,137 +104,35 @@ impl<B: AutodiffKernelBackend> FusedSgd<B> {
     /// One step of every parameter of `module` that has a gradient in `grads`: one group
     /// update per device the gradients are on.
     fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
-        let mut group = Group::<B> {
-            grads,
-            velocities: (self.momentum != 0.0).then_some(&mut self.velocities),
-            entries: Vec::new(),
-        };
-        module.visit(&mut group);
-        let mut entries = group.entries;
-        let mut updated = HashMap::new();
-        while let Some(first) = entries.first() {
-            let device = first.device;
-            let (here, elsewhere): (Vec<_>, Vec<_>) =
-                entries.into_iter().partition(|e| e.device == device);
-            updated.extend(self.update_group(lr, here));
-            entries = elsewhere;
-        }
-        module.map(&mut PutBack::<B> { updated })
-    }
-
-    /// The new values of `entries`' parameters (all on one device), keeping their velocities.
-    fn update_group(
-        &mut self,
-        lr: LearningRate,
-        entries: Vec<Entry<B>>,
-    ) -> Vec<(ParamId, FloatTensor<B::InnerBackend>)> {
-        let mut ids = Vec::with_capacity(entries.len());
-        let (mut params, mut grads, mut velocities) = (Vec::new(), Vec::new(), Vec::new());
-        for entry in entries {
-            ids.push(entry.id);
-            params.push(entry.param);
-            grads.push(entry.grad);
-            velocities.extend(entry.velocity);
-        }
-        let updated = if self.momentum != 0.0 {
-            let (updated, velocities) = Inner::<B>::sgd_momentum_update(
-                params,
-                grads,
-                velocities,
-                lr,
-                self.momentum,
-                self.weight_decay,
-            );
-            self.velocities.extend(ids.iter().copied().zip(velocities));
-            updated
-        } else {
-            Inner::<B>::sgd_update(params, grads, lr, self.weight_decay)
-        };
-        ids.into_iter().zip(updated).collect()
-    }
-}
-
-/// The gradients of a step: from one device, or from several (Burn's multi-device step).
-enum Grads<'a> {
-    Single(&'a mut GradientsParams),
-    Multi(&'a mut MultiGradientsParams),
-}
-
-impl Grads<'_> {
-    /// Parameter `id`'s gradient and the device it is on (the parameter's update runs there).
-    fn remove<B: Backend, const D: usize>(
-        &mut self,
-        id: ParamId,
-    ) -> Option<(Tensor<B, D>, B::Device)> {
-        match self {
-            Grads::Single(grads) => grads.remove::<B, D>(id).map(|grad| {
-                let device = grad.device();
-                (grad, device)
-            }),
-            Grads::Multi(grads) => grads.remove::<B, D>(id),
-        }
-    }
-}
-
-/// Gathers the parameters that have a gradient, with their gradients and (with momentum)
-/// velocities, zeros for a parameter's first step.
-struct Group<'a, B: AutodiffBackend> {
-    grads: Grads<'a>,
-    velocities: Option<&'a mut HashMap<ParamId, FloatTensor<B::InnerBackend>>>,
-    entries: Vec<Entry<B>>,
-}
-
-/// One parameter's operands, on the device its gradient is on.
-struct Entry<B: AutodiffBackend> {
-    id: ParamId,
-    device: DeviceId,
-    param: FloatTensor<B::InnerBackend>,
-    grad: FloatTensor<B::InnerBackend>,
-    velocity: Option<FloatTensor<B::InnerBackend>>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for Group<'_, B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let Some((grad, device)) = self.grads.remove::<B::InnerBackend, D>(param.id) else {
-            return;
-        };
-        let param_value = param.val().inner().to_device(&device);
-        let velocity =
-            self.velocities
-                .as_mut()
-                .map(|velocities| match velocities.remove(&param.id) {
-                    Some(velocity) => {
-                        let velocity = Inner::<B>::float_to_device(velocity, &device);
-                        Inner::<B>::float_reshape(velocity, grad.shape())
-                    }
-                    None => grad.zeros_like().into_primitive().tensor(),
-                });
-        self.entries.push(Entry {
-            id: param.id,
-            device: device.to_id(),
-            param: param_value.into_primitive().tensor(),
-            grad: grad.into_primitive().tensor(),
-            velocity,
-        });
-    }
-}
-
-/// Replaces each updated parameter by its new value, tracked for gradients as before.
-struct PutBack<B: AutodiffBackend> {
-    updated: HashMap<ParamId, FloatTensor<B::InnerBackend>>,
-}
-
-impl<B: AutodiffBackend> ModuleMapper<B> for PutBack<B> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-        let Some(updated) = self.updated.remove(&param.id) else {
-            return param;
-        };
-        let (id, old, mapper) = param.consume();
-        let mut tensor =
-            Tensor::from_inner(Tensor::from_primitive(TensorPrimitive::Float(updated)));
-        if old.is_require_grad() {
-            tensor = tensor.require_grad();
-        }
-        Param::from_mapped_value(id, tensor, mapper)
+        let (momentum, weight_decay) = (self.momentum, self.weight_decay);
+        let state_len = usize::from(momentum != 0.0);
+        update_module(module, grads, &mut self.velocities, state_len, |group| {
+            let ids: Vec<ParamId> = group.iter().map(|o| o.id).collect();
+            let (mut params, mut grads, mut velocities) = (Vec::new(), Vec::new(), Vec::new());
+            for operand in group {
+                params.push(operand.param);
+                grads.push(operand.grad);
+                velocities.extend(operand.state);
+            }
+            let (updated, velocities): (Vec<_>, Vec<_>) = if momentum != 0.0 {
+                let (updated, velocities) = Inner::<B>::sgd_momentum_update(
+                    params,
+                    grads,
+                    velocities,
+                    lr,
+                    momentum,
+                    weight_decay,
+                );
+                (updated, velocities.into_iter().map(|v| vec![v]).collect())
+            } else {
+                let updated = Inner::<B>::sgd_update(params, grads, lr, weight_decay);
+                let none = updated.iter().map(|_| Vec::new()).collect();
+                (updated, none)
+            };
+            ids.into_iter()
+                .zip(updated.into_iter().zip(velocities))
+                .map(|(id, (param, state))| Updated { id, param, state })
+                .collect()
+        })
     }
 }

@@ -9,7 +9,6 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::Dataset;
 use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
-use burn::optim::AdamConfig;
 use burn::prelude::*;
 use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
 use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
@@ -22,8 +21,9 @@ use super::confusion::ConfusionMatrix;
 use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
-use super::{ImageTrainingConfig, RunContext, RunError, TrainError, TrainingSpeed};
-use crate::backend::{BackendKind, BackendTask};
+use super::run::RunJob;
+use super::{FusedAdamConfig, ImageTrainingConfig, RunContext, TrainError, TrainingSpeed};
+use crate::backend::BackendKind;
 use crate::data::{
     ChannelStats, DataError, DeviceImages, EpochShuffled, ImageBatch, ImageBatcher, ImageShape,
     ImageSource, ImageSubset, LoadedImages, MNIST_SHAPE, Pass, mnist_classes, mnist_normalization,
@@ -144,7 +144,7 @@ pub fn train<B: AutodiffKernelBackend>(
     let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
     B::seed(device, config.seed);
     let model = config.model.init::<B>(device)?;
-    let optimizer = AdamConfig::new().init();
+    let optimizer = FusedAdamConfig::new().init();
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * steps_per_epoch(splits.train.len(), config);
     let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
@@ -285,36 +285,30 @@ fn data_parallel_line<D: std::fmt::Debug>(config: &ImageTrainingConfig, devices:
     )
 }
 
-/// A whole run as one [`BackendTask`]: load the data, fit the network to it, train, save,
-/// then measure test accuracy.
+/// An image classification job: load the data, fit the network to it, train, save, then
+/// measure test accuracy. Its report is the test set's confusion matrix (also saved in the
+/// artifact directory).
 #[derive(Debug, Clone)]
-pub struct ImageRun {
+pub struct ImageJob {
     pub config: ImageTrainingConfig,
     pub source: ImageSource,
-    pub artifact_dir: PathBuf,
-    /// Continue from the last complete checkpoint in `artifact_dir`.
-    pub resume: bool,
 }
 
-impl ImageRun {
-    /// Runs on `backend` and returns the test set's confusion matrix (also saved in the
-    /// artifact directory). Not generic, so the training code is compiled once, here, for
-    /// every backend in the build.
-    pub fn launch(self, backend: BackendKind) -> Result<ConfusionMatrix, RunError> {
-        Ok(crate::backend::run_on(backend, self)??)
-    }
-}
+impl RunJob for ImageJob {
+    type Report = ConfusionMatrix;
 
-impl BackendTask for ImageRun {
-    /// The test set's confusion matrix.
-    type Output = Result<ConfusionMatrix, TrainError>;
-
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
+    fn train<B: AutodiffKernelBackend>(
+        self,
+        artifact_dir: PathBuf,
+        resume: bool,
+        device: B::Device,
+        kind: BackendKind,
+    ) -> Result<ConfusionMatrix, TrainError> {
         let mut config = self.config;
         config.validate()?;
         let devices = crate::backend::devices_at::<B>(kind, &device, &config.devices)?;
-        claim_artifact_dir(&self.artifact_dir, &self.source.inputs())?;
-        let cache = self.artifact_dir.join(IMAGE_CACHE_DIR);
+        claim_artifact_dir(&artifact_dir, &self.source.inputs())?;
+        let cache = artifact_dir.join(IMAGE_CACHE_DIR);
         let splits = ImageSplits::load(&self.source, &config, Some(&cache))?;
         config.model = config.model.fit(splits.shape(), splits.classes().len())?;
         if let ImageModelConfig::Cnn(cnn) = &config.model {
@@ -323,9 +317,9 @@ impl BackendTask for ImageRun {
         if splits.test_is_valid {
             println!("no test split: test accuracy is measured on the validation images");
         }
-        let run = RunContext::<B>::new(self.artifact_dir, device)
+        let run = RunContext::<B>::new(artifact_dir, device)
             .on_devices(devices)
-            .with_resume(self.resume);
+            .with_resume(resume);
         let (model, _) = train(&config, &splits, &run)?;
         let confusion = evaluate(&model, &splits.test, &run.device);
         confusion.save(&run.artifact_dir)?;

@@ -8,13 +8,16 @@ mod config;
 mod confusion;
 mod early_stopping;
 mod epoch_lines;
+mod fused_adam;
 mod fused_sgd;
+mod fused_update;
 mod images;
 mod launch_guard;
 mod learner_setup;
 mod metric_logs;
 mod recorder;
 mod resume;
+mod run;
 mod run_context;
 pub mod tabular;
 mod watch;
@@ -33,13 +36,15 @@ pub use confusion::{
 };
 pub use early_stopping::{PatienceStopping, patience_exhausted};
 pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
+pub use fused_adam::{FusedAdam, FusedAdamConfig};
 pub use fused_sgd::{FusedSgd, FusedSgdConfig};
 pub use images::{
-    IMAGE_CACHE_DIR, ImageRun, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train,
+    IMAGE_CACHE_DIR, ImageJob, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train,
 };
 pub use learner_setup::{RunLength, finish_run, with_run_settings};
 pub use recorder::{ModelRecorder, RecordError, decode_model_record, decode_record};
 pub use resume::{Resumable, begin_run};
+pub use run::{Run, RunJob};
 pub use run_context::RunContext;
 pub use watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
 

@@ -1,20 +1,20 @@
 //! The `cubenet` command: run files, user errors, resuming after SIGKILL, the NaN guard,
 //! eval and predict.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use burn::backend::NdArray;
+use cubenet::model::{ImageModel, SimpleCnnConfig};
 use cubenet::run_config::RunConfig;
+use cubenet::train::load_model;
 use cubenet::train::tabular::TabularModel;
+
+use crate::common::{assert_parameters_close, configs, parameter_values};
 
 pub(crate) fn cubenet() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cubenet"))
-}
-
-fn configs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("configs")
 }
 
 pub(crate) fn run(command: &mut Command) -> (Output, String, String) {
@@ -169,32 +169,7 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights_and_metrics() {
     assert!(output.status.success(), "{stderr}");
 
     let killed = dir.path().join("killed");
-    let mut child = resumable_run(&killed)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait for epoch 2's checkpoint, then kill during epoch 3.
-    let second = killed.join("checkpoint/scheduler-2.mpk");
-    let start = Instant::now();
-    while !second.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "no checkpoint 2"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before it was killed"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(100));
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert!(
-        !killed.join("model.mpk").exists(),
-        "the run finished before the kill"
-    );
+    kill_after_epoch(resumable_run(&killed), &killed, 2);
 
     // A copy whose newest checkpoint is damaged resumes from the one before it.
     let damaged = dir.path().join("damaged");
@@ -238,6 +213,90 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights_and_metrics() {
                 .starts_with(".partial")
         });
     assert!(no_partials);
+}
+
+/// Starts `command`, a run into `dir`, and kills it (SIGKILL) at the start of the epoch
+/// after `epoch`, once that epoch's checkpoint is whole.
+fn kill_after_epoch(mut command: Command, dir: &Path, epoch: usize) {
+    let mut child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let checkpoint = dir.join(format!("checkpoint/scheduler-{epoch}.mpk"));
+    let start = Instant::now();
+    while !checkpoint.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "no checkpoint {epoch}"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it was killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        !dir.join("model.mpk").exists(),
+        "the run finished before the kill"
+    );
+}
+
+/// An MNIST run of the single-conv CNN on the CPU, its images held on the device (the
+/// default): small enough for a test, long enough that a kill lands inside an epoch.
+fn resumable_image_run(dir: &Path) -> Command {
+    let mut command = cubenet();
+    command
+        .args(["train", "--backend", "ndarray", "--config"])
+        .arg(configs().join("mnist_cnn.toml"))
+        .args([
+            "--set",
+            "model.filters=4",
+            "--set",
+            "data.limit_train=24000",
+        ])
+        .args(["--set", "data.limit_test=500", "--epochs", "4"])
+        .arg("--artifact-dir")
+        .arg(dir);
+    crate::common::with_mnist_dir(&mut command);
+    command
+}
+
+#[test]
+fn an_image_run_on_device_data_killed_mid_epoch_resumes_to_the_same_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    let (output, whole_out, stderr) = run(&mut resumable_image_run(&whole));
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        whole_out.contains("training data on the device"),
+        "{whole_out}"
+    );
+    let killed = dir.path().join("killed");
+    kill_after_epoch(resumable_image_run(&killed), &killed, 2);
+    let (output, resumed_out, stderr) = run(resumable_image_run(&killed).arg("--resume"));
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        resumed_out.contains("resuming after epoch 2"),
+        "{resumed_out}"
+    );
+    let accuracy = |out: &str| out.lines().last().unwrap_or_default().to_string();
+    assert_eq!(accuracy(&resumed_out), accuracy(&whole_out));
+    // The same weights. Not to the bit: the CPU kernels add a batch's weight gradients over
+    // rayon's threads in the order they finish, so two uninterrupted runs already differ by
+    // ~1e-7 (and the files by their per-process parameter ids).
+    let weights = |dir: &Path| {
+        let device = Default::default();
+        let skeleton = SimpleCnnConfig::new()
+            .with_filters(4)
+            .init::<NdArray>(&device);
+        let model = ImageModel::Cnn(skeleton.unwrap());
+        parameter_values(&load_model(dir, model, &device).unwrap())
+    };
+    assert_parameters_close(&weights(&killed), &weights(&whole), 1e-6);
 }
 
 /// Copies the folder `from` (files and folders, recursively) to `to`.

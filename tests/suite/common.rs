@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use cubenet::data::MnistSource;
+use cubenet::run_config::{Job, RunConfig};
+use cubenet::train::tabular::TabularConfig;
 
 /// Real MNIST for tests, found the way the README says: `$CUBENET_MNIST_DIR`, else the IDX
 /// files in `shared/datasets/mnist` beside the checkout (CI has them), else burn-dataset's
@@ -22,6 +24,21 @@ pub fn mnist_source() -> MnistSource {
     } else {
         MnistSource::Download
     }
+}
+
+/// The run files in `configs/`.
+pub fn configs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("configs")
+}
+
+/// The tabular settings of the run file `configs/<name>`, with `overrides` (`--set` style).
+pub fn tabular_run_file(name: &str, overrides: &[&str]) -> TabularConfig {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let run = RunConfig::load(&configs().join(name), &overrides).unwrap();
+    let (_, Job::Tabular(job)) = run.resolve().unwrap() else {
+        panic!("{name} is not a tabular run");
+    };
+    job.config
 }
 
 /// Points `command` (a `cubenet train` or an example) at MNIST's directory when the files

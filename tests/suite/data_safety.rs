@@ -6,10 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::cli::{assert_user_error, cubenet, run};
-
-fn configs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("configs")
-}
+use crate::common::configs;
 
 /// `cubenet train` of the XOR run file for `epochs` epochs into `dir`, plus `extra` flags.
 fn xor(dir: &Path, epochs: usize, extra: &[&str]) -> Command {

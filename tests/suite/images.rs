@@ -9,7 +9,7 @@ use cubenet::backend::BackendKind;
 use cubenet::data::{Channels, ImageSet, ImageShape, ImageSource};
 use cubenet::model::{ImageModelConfig, LeNetConfig};
 use cubenet::run_config::{Job, RunConfig};
-use cubenet::train::{CONFUSION_MATRIX_FILE, ImageRun, PER_CLASS_ACCURACY_FILE};
+use cubenet::train::{CONFUSION_MATRIX_FILE, ImageJob, PER_CLASS_ACCURACY_FILE, Run};
 use image::{GrayImage, Rgb, RgbImage};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -34,7 +34,7 @@ const COLORS: [[u8; 3]; 5] = [
 
 /// A 32×32 image of class `class`: its shape in its colour (both jittered) at a random
 /// place on a dark, noisy background.
-fn shape_image(class: usize, rng: &mut StdRng) -> RgbImage {
+pub(crate) fn shape_image(class: usize, rng: &mut StdRng) -> RgbImage {
     let (cx, cy): (i32, i32) = (rng.random_range(10..22), rng.random_range(10..22));
     let radius: i32 = rng.random_range(5..9);
     let color = COLORS[class].map(|c| c.saturating_add(rng.random_range(0..20)));
@@ -293,7 +293,7 @@ fn a_run_file_cnn_with_lenets_layers_trains_on_mnist() {
         batch_size = 32
     "#;
     let (_, job) = RunConfig::load_str(text, &[]).unwrap().resolve().unwrap();
-    let Job::Image { config, source } = job else {
+    let Job::Image(ImageJob { config, source }) = job else {
         panic!("an image job")
     };
     let ImageModelConfig::Cnn(cnn) = &config.model else {
@@ -310,12 +310,7 @@ fn a_run_file_cnn_with_lenets_layers_trains_on_mnist() {
         other => other,
     };
     let dir = tempfile::tempdir().unwrap();
-    let run = ImageRun {
-        config,
-        source,
-        artifact_dir: dir.path().to_path_buf(),
-        resume: false,
-    };
+    let run = Run::new(ImageJob { config, source }, dir.path());
     let confusion = cubenet::backend::run_on(BackendKind::Ndarray, run)
         .unwrap()
         .unwrap();

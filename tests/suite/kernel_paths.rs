@@ -4,7 +4,8 @@
 //!
 //! The reference is Burn's ops on the CPU rather than on the same GPU because Burn 0.21's
 //! CUDA matmul is not exact there: it rounds like TF32 (relative errors ~1e-3) and, for a
-//! 48-row input to the single-conv CNN's 5408→10 layer, returns wrong values (docs/PERF.md).
+//! 48-row input to the single-conv CNN's 5408→10 layer, returns wrong values
+//! (docs/perf-log/2026-11-21-nan-at-48-image-batches.md).
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{Module, ModuleVisitor, Param};

@@ -143,8 +143,10 @@ fn count_mismatch_between_images_and_labels() {
     let dir = tempfile::tempdir().unwrap();
     write_split(dir.path(), 3, &[0, 1, 2, 3]);
     let msg = load_err(dir.path());
-    assert!(msg.contains("holds 4 labels but"), "{msg}");
-    assert!(msg.contains("holds 3 images"), "{msg}");
+    assert!(
+        msg.contains("label dimensions are [4], expected [3] for the images of"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -156,12 +158,18 @@ fn wrong_image_size_and_bad_labels() {
         idx_bytes(&[1, 32, 32], &[0; 1024]),
     )
     .unwrap();
+    let msg = load_err(dir.path());
     assert!(
-        load_err(dir.path()).contains("image dimensions are [1, 32, 32], expected [N, 28, 28]")
+        msg.contains("images are 32×32 pixels, expected MNIST's 28×28"),
+        "{msg}"
     );
 
     write_split(dir.path(), 2, &[3, 12]);
-    assert!(load_err(dir.path()).contains("label 12 at index 1 is not a digit 0-9"));
+    let msg = load_err(dir.path());
+    assert!(
+        msg.contains("label 12 at index 1 is not one of the 10 classes (0 to 9)"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -54,7 +54,7 @@ fn output_shapes() {
 }
 
 #[test]
-fn simple_cnn_has_the_seed_parameter_count() {
+fn simple_cnn_has_its_parameter_count() {
     let model = SimpleCnnConfig::new()
         .with_filters(32)
         .init::<B>(&Default::default())
@@ -184,8 +184,13 @@ fn model_config_round_trips_through_json() {
     let lenet = ImageModelConfig::Lenet(LeNetConfig::new().with_hidden(32));
     let json = serde_json::to_string(&lenet).unwrap();
     assert!(json.contains(r#""kind":"lenet""#) && json.contains(r#""channels":[32,64]"#));
+    // One flat object, as the configs of earlier runs were saved.
+    assert!(
+        json.contains(r#""hidden":32,"image_size":28"#) && !json.contains("network"),
+        "{json}"
+    );
     let ImageModelConfig::Lenet(back) = serde_json::from_str(&json).unwrap() else {
         panic!("wrong variant from {json}")
     };
-    assert_eq!((back.hidden, back.channels), (32, [32, 64]));
+    assert_eq!((back.network.hidden, back.network.channels), (32, [32, 64]));
 }

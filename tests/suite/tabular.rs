@@ -57,17 +57,9 @@ fn xor_net_gets_all_four_points() {
     }
 }
 
+/// The quadrant classifier of `configs/quadrants.toml`.
 fn quadrant_config() -> TabularConfig {
-    TabularConfig::new(strings(&["x", "y"]), strings(&["label"]), Task::Binary)
-        .with_hidden(vec![16, 16])
-        .with_activation(Activation::Tanh)
-        .with_optimizer(OptimizerConfig::Adam {
-            learning_rate: 0.01,
-            l2: 0.0,
-        })
-        .with_batch_size(Some(64))
-        .with_epochs(40)
-        .with_seed(3)
+    crate::common::tabular_run_file("quadrants.toml", &["training.seed=3"])
 }
 
 /// Trains the quadrant classifier from a CSV beside the artifact directory `dir`; returns

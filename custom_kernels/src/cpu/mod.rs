@@ -19,8 +19,8 @@ use burn::backend::ndarray::NdArrayTensor;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::{
-    ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
-    reference,
+    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads,
+    PoolOptions2d, reference,
 };
 
 impl KernelBackend for NdArray {
@@ -180,6 +180,19 @@ impl KernelBackend for NdArray {
             );
         }
         update::sgd_momentum(&params, &grads, &velocities, lr, momentum, weight_decay)
+    }
+
+    fn adam_update(
+        params: Vec<FloatTensor<Self>>,
+        grads: Vec<FloatTensor<Self>>,
+        moments: AdamMoments<FloatTensor<Self>>,
+        step: AdamStep,
+    ) -> (Vec<FloatTensor<Self>>, AdamMoments<FloatTensor<Self>>) {
+        let operands = [&params, &grads, &moments.first, &moments.second];
+        if !operands.into_iter().flatten().all(kernels_take) {
+            return reference::adam_update::<Self>(params, grads, moments, step);
+        }
+        update::adam(&params, &grads, &moments, step)
     }
 }
 

@@ -19,7 +19,8 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 use crate::{
-    ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
+    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads,
+    PoolOptions2d,
 };
 
 impl<R, F, I, BT> KernelBackend for CubeBackend<R, F, I, BT>
@@ -135,5 +136,14 @@ where
         weight_decay: f64,
     ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
         update::sgd_momentum::<R, F>(params, grads, velocities, lr, momentum, weight_decay)
+    }
+
+    fn adam_update(
+        params: Vec<CubeTensor<R>>,
+        grads: Vec<CubeTensor<R>>,
+        moments: AdamMoments<CubeTensor<R>>,
+        step: AdamStep,
+    ) -> (Vec<CubeTensor<R>>, AdamMoments<CubeTensor<R>>) {
+        update::adam::<R, F>(params, grads, moments, step)
     }
 }

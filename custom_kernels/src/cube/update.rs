@@ -1,5 +1,5 @@
-//! SGD updates on CubeCL: a model's parameters updated in one launch (a few on runtimes with
-//! few buffer bindings), each unit updating its element of every parameter.
+//! SGD and Adam updates on CubeCL: a model's parameters updated in one launch (a few on
+//! runtimes with few buffer bindings), each unit updating its element of every parameter.
 
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
@@ -9,7 +9,8 @@ use cubecl::prelude::*;
 use super::alloc::empty_tensors;
 use super::grid::elementwise_over;
 use super::launch::launch;
-use crate::kernels::update::{sgd_momentum_update, sgd_update};
+use crate::kernels::update::{adam_update, sgd_momentum_update, sgd_update};
+use crate::{AdamMoments, AdamStep};
 
 /// `param − lr · (grad + weight_decay · param)` for each parameter.
 pub(crate) fn sgd<R: CubeRuntime, F: FloatElement>(
@@ -69,8 +70,49 @@ pub(crate) fn sgd_momentum<R: CubeRuntime, F: FloatElement>(
     (all_updated, all_velocities)
 }
 
-/// The operands of one launch of an SGD update: each kind (parameters, gradients,
-/// velocities) as contiguous tensors in parameter order, and a grid that covers the
+/// Adam's update of each parameter and its moments (see [`crate::KernelBackend::adam_update`]).
+pub(crate) fn adam<R: CubeRuntime, F: FloatElement>(
+    params: Vec<CubeTensor<R>>,
+    grads: Vec<CubeTensor<R>>,
+    moments: AdamMoments<CubeTensor<R>>,
+    step: AdamStep,
+) -> (Vec<CubeTensor<R>>, AdamMoments<CubeTensor<R>>) {
+    let mut all_updated = Vec::new();
+    let mut all_moments = AdamMoments {
+        first: Vec::new(),
+        second: Vec::new(),
+    };
+    for group in UpdateGroup::split([params, grads, moments.first, moments.second], 7) {
+        let mut updated = group.outputs(3);
+        let mut first = updated.split_off(updated.len() / 3);
+        let second = first.split_off(first.len() / 2);
+        launch!(adam_update::<F, R>(
+            &updated[0],
+            group.count.clone(),
+            group.dim,
+            group.inputs(0),
+            group.inputs(1),
+            group.inputs(2),
+            group.inputs(3),
+            sequence(&updated),
+            sequence(&first),
+            sequence(&second),
+            step.lr as f32,
+            step.beta_1,
+            step.beta_2,
+            step.moment_factor(),
+            step.scaled_epsilon(),
+            step.weight_decay,
+        ));
+        all_updated.extend(updated);
+        all_moments.first.extend(first);
+        all_moments.second.extend(second);
+    }
+    (all_updated, all_moments)
+}
+
+/// The operands of one launch of an SGD or Adam update: each kind (parameters, gradients,
+/// velocities or moments) as contiguous tensors in parameter order, and a grid that covers the
 /// largest parameter.
 struct UpdateGroup<R: CubeRuntime> {
     operands: Vec<Vec<CubeTensor<R>>>,
@@ -108,7 +150,7 @@ impl<R: CubeRuntime> UpdateGroup<R> {
         groups
     }
 
-    /// The operands of kind `kind` (0: parameters, 1: gradients, 2: velocities).
+    /// The operands of kind `kind` (0: parameters, 1: gradients, then velocities or moments).
     fn inputs<E: CubePrimitive>(&self, kind: usize) -> SequenceArg<R, Tensor<E>> {
         sequence(&self.operands[kind])
     }

@@ -1,13 +1,14 @@
-//! The group SGD updates, plain and with momentum, against float64 on the host: each
-//! parameter shape alone, and all of them (ranks 1, 2 and 4 mixed, sizes around the
-//! launch's cube size) as one group, in both orders; with weight decay in about half of
-//! the groups and without (λ = 0) in the rest.
+//! The group SGD updates (plain and with momentum) and Adam updates against float64 on the
+//! host: each parameter shape alone, and all of them (ranks 1, 2 and 4 mixed, sizes around
+//! the launch's cube size) as one group, in both orders; with weight decay in about half of
+//! the groups and without (λ = 0) in the rest; Adam at its first step (zero moments) and at
+//! later ones.
 
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{TensorMetadata, TensorPrimitive};
 use cubenet_kernels::testing::with_default_bodies;
-use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+use cubenet_kernels::{AdamMoments, AdamStep, AutodiffKernelBackend, KernelBackend};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -173,4 +174,146 @@ fn sgd_updates_match_float64() {
 #[test]
 fn sgd_update_default_bodies_match_float64() {
     with_default_bodies(|| check::<Reference>(&Default::default()));
+}
+
+/// A group's Adam step: the defaults' β and ε, a learning rate, a step count (1: the
+/// first step, from zero moments) and weight decay in about half of the groups.
+fn adam_step(group: &[usize]) -> AdamStep {
+    let (lr, _, decay) = rates(group);
+    let mut rng = StdRng::seed_from_u64(group.iter().fold(11, |h, &i| h * 37 + i as u64));
+    AdamStep {
+        lr,
+        beta_1: 0.9,
+        beta_2: 0.999,
+        epsilon: 1e-5,
+        weight_decay: decay as f32,
+        time: match (group[0] + group.len()) % 3 {
+            0 => 1,
+            _ => rng.random_range(2..2000),
+        },
+    }
+}
+
+/// Parameter `index`'s moments for a step at `time`: zeros before the first step, else a
+/// first moment of any sign and a second one ≥ 0 (the operands' velocity, and its square).
+fn moment_values(index: usize, time: usize) -> [Vec<f32>; 2] {
+    let [_, _, velocity] = operand_values(index);
+    match time {
+        1 => [vec![0.0; velocity.len()], vec![0.0; velocity.len()]],
+        _ => [velocity.clone(), velocity.iter().map(|v| v * v).collect()],
+    }
+}
+
+/// (parameter, first moment, second moment) after Adam's step, by the kernels of `B`.
+fn run_adam<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 3]> {
+    let step = adam_step(group);
+    let (mut params, mut grads) = (Vec::new(), Vec::new());
+    let mut moments = AdamMoments {
+        first: Vec::new(),
+        second: Vec::new(),
+    };
+    for &index in group {
+        let [param, grad, like] = operands::<B>(index, device);
+        let shape = like.shape();
+        let [first, second] = moment_values(index, step.time).map(|values| {
+            let flat = tensor::<B, 1>(&values, [values.len()], device);
+            B::float_reshape(flat.into_primitive().tensor(), shape.clone())
+        });
+        params.push(param);
+        grads.push(grad);
+        moments.first.push(first);
+        moments.second.push(second);
+    }
+    let (updated, moments) = B::adam_update(params, grads, moments, step);
+    assert_eq!(updated.len(), group.len());
+    assert_eq!(moments.first.len(), group.len());
+    assert_eq!(moments.second.len(), group.len());
+    let new_moments = moments.first.into_iter().zip(moments.second);
+    group
+        .iter()
+        .zip(updated.into_iter().zip(new_moments))
+        .map(|(&index, (p, (m, v)))| {
+            [
+                values_of::<B>(p, index),
+                values_of::<B>(m, index),
+                values_of::<B>(v, index),
+            ]
+        })
+        .collect()
+}
+
+/// The same in float64 on the host, with the step's scalars (the bias corrections folded
+/// into c and ε·b) as Burn computes them, in f32: at thousands of steps their f32 rounding
+/// alone moves the update by ~1e-4, which is Burn's Adam, not an error of the kernels.
+fn expected_adam(index: usize, step: AdamStep) -> [Vec<f32>; 3] {
+    let [param, grad, _] = operand_values(index);
+    let [first, second] = moment_values(index, step.time);
+    let (b1, b2) = (f64::from(step.beta_1), f64::from(step.beta_2));
+    let factor = f64::from(step.moment_factor());
+    let epsilon = f64::from(step.scaled_epsilon());
+    // The scalars themselves, against the bias corrections' definition in float64.
+    let t = step.time as i32;
+    let correction = (1.0 - b2.powi(t)).sqrt();
+    let exact = [
+        correction / (1.0 - b1.powi(t)),
+        f64::from(step.epsilon) * correction,
+    ];
+    for (ours, exact) in [factor, epsilon].into_iter().zip(exact) {
+        assert!(
+            (ours - exact).abs() <= 1e-3 * exact,
+            "step {t}: {ours} against {exact}"
+        );
+    }
+    let mut out = [Vec::new(), Vec::new(), Vec::new()];
+    for i in 0..param.len() {
+        let p = f64::from(param[i]);
+        let g = f64::from(grad[i]) + f64::from(step.weight_decay) * p;
+        let m = b1 * f64::from(first[i]) + (1.0 - b1) * g;
+        let v = b2 * f64::from(second[i]) + (1.0 - b2) * g * g;
+        let p = p - step.lr * (m * factor) / (v.sqrt() + epsilon);
+        out[0].push(p as f32);
+        out[1].push(m as f32);
+        out[2].push(v as f32);
+    }
+    out
+}
+
+fn check_adam<B: KernelBackend>(device: &B::Device) -> (usize, f64) {
+    let mut worst = 0f64;
+    let groups = groups();
+    for group in &groups {
+        let step = adam_step(group);
+        for (&index, got) in group.iter().zip(run_adam::<B>(group, device)) {
+            let want = expected_adam(index, step);
+            for (what, (a, b)) in ["parameter", "first moment", "second moment"]
+                .iter()
+                .zip(got.iter().zip(&want))
+            {
+                let label = format!(
+                    "Adam's {what} of shape {:?} in group {group:?} at step {}",
+                    SHAPES[index], step.time
+                );
+                worst = worst.max(compare(&label, a, b));
+            }
+        }
+    }
+    (groups.len(), worst)
+}
+
+struct AdamCheck;
+
+impl KernelCheck for AdamCheck {
+    fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
+        check_adam::<B::InnerBackend>(device)
+    }
+}
+
+#[test]
+fn adam_update_matches_float64() {
+    on_each_backend("adam_update (groups)", AdamCheck);
+}
+
+#[test]
+fn adam_update_default_bodies_match_float64() {
+    with_default_bodies(|| check_adam::<Reference>(&Default::default()));
 }

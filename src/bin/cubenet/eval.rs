@@ -74,7 +74,7 @@ fn eval<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> 
                     let source = run
                         .and_then(|run| run.resolve().ok())
                         .and_then(|(_, job)| match job {
-                            cubenet::run_config::Job::Tabular { data, .. } => Some(data),
+                            cubenet::run_config::Job::Tabular(job) => Some(job.data),
                             _ => None,
                         })
                         .context(

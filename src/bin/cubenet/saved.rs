@@ -7,12 +7,10 @@ use burn::prelude::Backend;
 use cubenet::backend::{BackendKind, BackendTask, run_on};
 use cubenet::data::{ImageSource, MnistSource};
 use cubenet::model::ImageModel;
-use cubenet::run_config::{DataSection, Job, RunConfig};
+use cubenet::run_config::{DataSection, Job, RUN_FILE, RunConfig};
 use cubenet::train::tabular::{PREPROCESSING_FILE, TabularModel};
 use cubenet::train::{CONFIG_FILE, SavedImageConfig, load_model};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
-
-use crate::train::RUN_FILE;
 
 /// A trained model of either kind, with the run file it was trained from when there is one.
 pub enum SavedRun<B: Backend> {
@@ -107,8 +105,8 @@ pub fn image_source(flag: Option<PathBuf>, run: Option<&RunConfig>) -> anyhow::R
     let source = run
         .and_then(|run| run.resolve().ok())
         .and_then(|(_, job)| match job {
-            Job::Image { source, .. } => Some(source),
-            Job::Tabular { .. } => None,
+            Job::Image(job) => Some(job.source),
+            Job::Tabular(_) => None,
         });
     match (source, flag) {
         (Some(ImageSource::Mnist(_)) | None, Some(dir)) => {

@@ -26,8 +26,9 @@ use super::artifacts::{BestEpoch, plot_learning_curves};
 use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
-use super::{RunContext, RunError, TrainError};
-use crate::backend::{BackendKind, BackendTask};
+use super::run::RunJob;
+use super::{RunContext, TrainError};
+use crate::backend::BackendKind;
 use crate::data::{
     DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource, inferred_classes,
 };
@@ -376,33 +377,27 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
     }
 }
 
-/// A whole tabular run as one [`BackendTask`]: load and split the CSV, train, save,
-/// evaluate on the test split.
+/// A tabular job: load and split the CSV, train, save, evaluate on the test split.
 #[derive(Debug, Clone)]
-pub struct TabularRun {
+pub struct TabularJob {
     pub config: TabularConfig,
     pub data: TableSource,
-    pub artifact_dir: PathBuf,
-    /// Continue from the last complete checkpoint in `artifact_dir`.
-    pub resume: bool,
 }
 
-impl TabularRun {
-    /// Runs on `backend`. Not generic, so the training code is compiled once, here, for
-    /// every backend in the build.
-    pub fn launch(self, backend: BackendKind) -> Result<TabularReport, RunError> {
-        Ok(crate::backend::run_on(backend, self)??)
-    }
-}
+impl RunJob for TabularJob {
+    type Report = TabularReport;
 
-impl BackendTask for TabularRun {
-    type Output = Result<TabularReport, TrainError>;
-
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+    fn train<B: AutodiffKernelBackend>(
+        self,
+        artifact_dir: PathBuf,
+        resume: bool,
+        device: B::Device,
+        _: BackendKind,
+    ) -> Result<TabularReport, TrainError> {
         self.config.validate()?;
-        claim_artifact_dir(&self.artifact_dir, &Vec::from_iter(self.data.input()))?;
+        claim_artifact_dir(&artifact_dir, &Vec::from_iter(self.data.input()))?;
         let splits = TabularSplits::load(&self.data, &self.config)?;
-        let run = RunContext::<B>::new(self.artifact_dir, device).with_resume(self.resume);
+        let run = RunContext::<B>::new(artifact_dir, device).with_resume(resume);
         let (_, report) = train(&self.config, &splits, &run)?;
         Ok(report)
     }

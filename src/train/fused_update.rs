@@ -1,0 +1,156 @@
+//! What the fused optimizers ([`super::FusedSgd`], [`super::FusedAdam`]) share: gather every
+//! parameter of a module that has a gradient, with its gradient and its kept state (SGD's
+//! velocity, Adam's moments; zeros before a parameter's first step), hand each device's
+//! group to one update, keep the new state and put the new values back into the module.
+
+use std::collections::HashMap;
+
+use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::{GradientsParams, MultiGradientsParams};
+use burn::prelude::*;
+use burn::tensor::TensorPrimitive;
+use burn::tensor::backend::{AutodiffBackend, DeviceId};
+use burn::tensor::ops::{FloatTensor, FloatTensorOps};
+
+pub(super) type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+
+/// Each parameter's kept state: a fixed number of tensors of the parameter's size.
+pub(super) type States<B> = HashMap<ParamId, Vec<FloatTensor<Inner<B>>>>;
+
+/// The gradients of a step: from one device, or from several (Burn's multi-device step).
+pub(super) enum Grads<'a> {
+    Single(&'a mut GradientsParams),
+    Multi(&'a mut MultiGradientsParams),
+}
+
+impl Grads<'_> {
+    /// Parameter `id`'s gradient and the device it is on (the parameter's update runs there).
+    fn remove<B: Backend, const D: usize>(
+        &mut self,
+        id: ParamId,
+    ) -> Option<(Tensor<B, D>, B::Device)> {
+        match self {
+            Grads::Single(grads) => grads.remove::<B, D>(id).map(|grad| {
+                let device = grad.device();
+                (grad, device)
+            }),
+            Grads::Multi(grads) => grads.remove::<B, D>(id),
+        }
+    }
+}
+
+/// One parameter's operands, on the device its gradient is on.
+pub(super) struct Operand<B: AutodiffBackend> {
+    pub id: ParamId,
+    pub param: FloatTensor<Inner<B>>,
+    pub grad: FloatTensor<Inner<B>>,
+    /// Its kept state, in the parameter's shape.
+    pub state: Vec<FloatTensor<Inner<B>>>,
+}
+
+/// A parameter's new value and state.
+pub(super) struct Updated<B: AutodiffBackend> {
+    pub id: ParamId,
+    pub param: FloatTensor<Inner<B>>,
+    pub state: Vec<FloatTensor<Inner<B>>>,
+}
+
+/// One step of every parameter of `module` that has a gradient in `grads`, each keeping
+/// `state_len` tensors in `states`: `update` runs once per device the gradients are on.
+pub(super) fn update_module<B, M>(
+    module: M,
+    grads: Grads,
+    states: &mut States<B>,
+    state_len: usize,
+    mut update: impl FnMut(Vec<Operand<B>>) -> Vec<Updated<B>>,
+) -> M
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B>,
+{
+    let mut gather = Gather::<B> {
+        grads,
+        states,
+        state_len,
+        found: Vec::new(),
+    };
+    module.visit(&mut gather);
+    let mut found = gather.found;
+    let mut new_values = HashMap::new();
+    while let Some((device, _)) = found.first() {
+        let device = *device;
+        let (here, elsewhere): (Vec<_>, Vec<_>) =
+            found.into_iter().partition(|(d, _)| *d == device);
+        for updated in update(here.into_iter().map(|(_, operand)| operand).collect()) {
+            if state_len > 0 {
+                states.insert(updated.id, updated.state);
+            }
+            new_values.insert(updated.id, updated.param);
+        }
+        found = elsewhere;
+    }
+    module.map(&mut PutBack::<B> {
+        updated: new_values,
+    })
+}
+
+/// Gathers the parameters that have a gradient, with their gradients and state.
+struct Gather<'a, B: AutodiffBackend> {
+    grads: Grads<'a>,
+    states: &'a mut States<B>,
+    state_len: usize,
+    found: Vec<(DeviceId, Operand<B>)>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for Gather<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let Some((grad, device)) = self.grads.remove::<Inner<B>, D>(param.id) else {
+            return;
+        };
+        let shape = grad.shape();
+        let state = match self.states.remove(&param.id) {
+            Some(state) => state
+                .into_iter()
+                .map(|t| {
+                    let t = Inner::<B>::float_to_device(t, &device);
+                    Inner::<B>::float_reshape(t, shape.clone())
+                })
+                .collect(),
+            None => (0..self.state_len)
+                .map(|_| grad.zeros_like().into_primitive().tensor())
+                .collect(),
+        };
+        let operand = Operand {
+            id: param.id,
+            param: param
+                .val()
+                .inner()
+                .to_device(&device)
+                .into_primitive()
+                .tensor(),
+            grad: grad.into_primitive().tensor(),
+            state,
+        };
+        self.found.push((device.to_id(), operand));
+    }
+}
+
+/// Replaces each updated parameter by its new value, tracked for gradients as before.
+struct PutBack<B: AutodiffBackend> {
+    updated: HashMap<ParamId, FloatTensor<Inner<B>>>,
+}
+
+impl<B: AutodiffBackend> ModuleMapper<B> for PutBack<B> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let Some(updated) = self.updated.remove(&param.id) else {
+            return param;
+        };
+        let (id, old, mapper) = param.consume();
+        let mut tensor =
+            Tensor::from_inner(Tensor::from_primitive(TensorPrimitive::Float(updated)));
+        if old.is_require_grad() {
+            tensor = tensor.require_grad();
+        }
+        Param::from_mapped_value(id, tensor, mapper)
+    }
+}
