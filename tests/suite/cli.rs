@@ -286,8 +286,9 @@ fn an_image_run_on_device_data_killed_mid_epoch_resumes_to_the_same_weights() {
     let accuracy = |out: &str| out.lines().last().unwrap_or_default().to_string();
     assert_eq!(accuracy(&resumed_out), accuracy(&whole_out));
     // The same weights. Not to the bit: the CPU kernels add a batch's weight gradients over
-    // rayon's threads in the order they finish, so two uninterrupted runs already differ by
-    // ~1e-7 (and the files by their per-process parameter ids).
+    // rayon's threads in the order they finish, so two uninterrupted runs already differ, by
+    // up to ~1e-5 after these 1,500 steps (and the files by their per-process parameter ids);
+    // one Adam step alone moves a weight by up to the learning rate, 1e-3.
     let weights = |dir: &Path| {
         let device = Default::default();
         let skeleton = SimpleCnnConfig::new()
@@ -296,7 +297,7 @@ fn an_image_run_on_device_data_killed_mid_epoch_resumes_to_the_same_weights() {
         let model = ImageModel::Cnn(skeleton.unwrap());
         parameter_values(&load_model(dir, model, &device).unwrap())
     };
-    assert_parameters_close(&weights(&killed), &weights(&whole), 1e-6);
+    assert_parameters_close(&weights(&killed), &weights(&whole), 1e-4);
 }
 
 /// Copies the folder `from` (files and folders, recursively) to `to`.
