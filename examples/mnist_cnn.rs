@@ -81,6 +81,7 @@ impl Args {
                 filters,
                 kernels,
                 precision,
+                ..
             } => {
                 *filters = self.filters.unwrap_or(*filters);
                 (kernels, precision)

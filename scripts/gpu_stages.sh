@@ -17,6 +17,8 @@
 #                                   # one call
 #   scripts/gpu_stages.sh blocks    # the CIFAR-shaped blocks and the GEMM floor, cubenet
 #                                   # and PyTorch; the speedrun, cubenet and PyTorch
+#   scripts/gpu_stages.sh export    # LeNet trained on CUDA, exported, its test accuracy in
+#                                   # cubenet and in PyTorch from the export
 # Several stages in one call: scripts/gpu_stages.sh check ab profile. A stage whose binary
 # was not packed is skipped with a line saying so.
 # The conv family's kernel tests (what the implicit-GEMM work checked before each timing):
@@ -44,7 +46,7 @@ has() {
   done
 }
 
-for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks ...}"; do
+for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export ...}"; do
   case $stage in
     check)
       has kernels || continue
@@ -70,6 +72,21 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks ...}"; 
         rm -rf "$logs/$name/checkpoint" "$logs/$name/train" "$logs/$name/valid" \
           "$logs/$name/model.mpk"
       done
+      ;;
+    export)
+      has cubenet || continue
+      dir=/tmp/export-lenet
+      run export-train 300 "$bin/cubenet" train --config configs/lenet.toml --backend cuda \
+        --data-dir "$bin/mnist" --epochs 3 --artifact-dir $dir
+      run export-write 60 "$bin/cubenet" export --model-dir $dir
+      run export-eval-run 120 "$bin/cubenet" eval --model-dir $dir --data-dir "$bin/mnist"
+      run export-eval-export 120 "$bin/cubenet" eval --model-dir $dir/export --backend cuda \
+        --data-dir "$bin/mnist"
+      run export-pytorch 120 python3 bench/exported_accuracy.py $dir/export/model.json \
+        "$bin/mnist"
+      tail -1 "$logs/export-train.md" "$logs/export-eval-run.md" "$logs/export-eval-export.md" \
+        "$logs/export-pytorch.md"
+      cat "$logs/export-write.md"
       ;;
     ab)
       has cubenet cubenet-base || continue
@@ -119,7 +136,7 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks ...}"; 
       run speedrun-pytorch 150 python3 bench/pytorch_speedrun.py --data-dir "$bin/mnist"
       cat "$logs"/blocks-*.md "$logs/gemm-floor.md"; tail -4 "$logs"/speedrun*.md
       ;;
-    *) echo "unknown stage $stage (check, bench, quality, ab, profile, table or blocks)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (check, bench, quality, ab, profile, table, blocks or export)" >&2; exit 2 ;;
   esac
 done
 tar czf "$out/logs.tgz" -C "$out" logs

@@ -323,6 +323,8 @@ pub enum ModelSection {
         kernels: KernelPath,
         #[serde(default = "default_precision")]
         precision: Precision,
+        /// Start from these weights (see [`ModelSection::init_from`]).
+        init_from: Option<PathBuf>,
     },
     /// The LeNet-style CNN (images).
     Lenet {
@@ -334,6 +336,8 @@ pub enum ModelSection {
         kernels: KernelPath,
         #[serde(default = "default_precision")]
         precision: Precision,
+        /// Start from these weights (see [`ModelSection::init_from`]).
+        init_from: Option<PathBuf>,
     },
     /// A CNN defined layer by layer (images), e.g. `layers = [{ conv = 32, padding = 1 },
     /// { relu = true }, { pool = 2 }, { dense = "classes" }]`.
@@ -345,6 +349,8 @@ pub enum ModelSection {
         /// trade of exactness for speed; the presets take it too.
         #[serde(default = "default_precision")]
         precision: Precision,
+        /// Start from these weights (see [`ModelSection::init_from`]).
+        init_from: Option<PathBuf>,
     },
     /// An MLP (tables, or flattened images).
     Mlp {
@@ -358,7 +364,32 @@ pub enum ModelSection {
         layer_activations: Vec<Activation>,
         /// Multi-class tables: class count [default: largest label + 1].
         classes: Option<usize>,
+        /// Start from these weights (see [`ModelSection::init_from`]).
+        init_from: Option<PathBuf>,
     },
+}
+
+impl ModelSection {
+    /// `init_from`: a safetensors or PyTorch `.pt` file whose weights, named as PyTorch
+    /// names the network's `nn.Sequential` (see `cubenet export`), the run starts from.
+    pub fn init_from(&self) -> Option<&PathBuf> {
+        match self {
+            ModelSection::Simple { init_from, .. }
+            | ModelSection::Lenet { init_from, .. }
+            | ModelSection::Cnn { init_from, .. }
+            | ModelSection::Mlp { init_from, .. } => init_from.as_ref(),
+        }
+    }
+
+    /// Sets `init_from` (the `--init-from` flag).
+    pub fn set_init_from(&mut self, weights: PathBuf) {
+        match self {
+            ModelSection::Simple { init_from, .. }
+            | ModelSection::Lenet { init_from, .. }
+            | ModelSection::Cnn { init_from, .. }
+            | ModelSection::Mlp { init_from, .. } => *init_from = Some(weights),
+        }
+    }
 }
 
 fn default_filters() -> usize {
@@ -394,6 +425,7 @@ impl Default for ModelSection {
             filters: default_filters(),
             kernels: default_kernels(),
             precision: default_precision(),
+            init_from: None,
         }
     }
 }
@@ -607,7 +639,8 @@ impl RunConfig {
             .with_limit_train(options.limit_train)
             .with_limit_test(options.limit_test)
             .with_augment((!augment.is_off()).then_some(augment))
-            .with_devices(t.devices.clone().unwrap_or(defaults.devices));
+            .with_devices(t.devices.clone().unwrap_or(defaults.devices))
+            .with_init_from(self.model.init_from().cloned());
         resolved.training = TrainingSection {
             epochs: Some(config.epochs),
             batch_size: Some(config.batch_size),
@@ -631,6 +664,7 @@ impl RunConfig {
                 filters,
                 kernels,
                 precision,
+                ..
             } => ImageModelConfig::Simple(
                 SimpleCnnConfig::new()
                     .with_filters(*filters)
@@ -642,6 +676,7 @@ impl RunConfig {
                 hidden,
                 kernels,
                 precision,
+                ..
             } => ImageModelConfig::Lenet(
                 LeNetConfig::new()
                     .with_channels(*channels)
@@ -653,6 +688,7 @@ impl RunConfig {
                 layers,
                 kernels,
                 precision,
+                ..
             } => ImageModelConfig::Cnn(
                 CnnConfig::new([1, 28, 28], NUM_CLASSES, layers.clone())
                     .with_kernels(*kernels)
@@ -695,6 +731,7 @@ impl RunConfig {
             activation,
             layer_activations,
             classes,
+            init_from,
         } = &self.model
         else {
             return invalid("tabular data trains an MLP: set [model] kind = \"mlp\" and a task");
@@ -724,7 +761,8 @@ impl RunConfig {
             .with_patience(t.patience.unwrap_or(defaults.patience))
             .with_seed(t.seed.unwrap_or(defaults.seed))
             .with_split(table.split())
-            .with_standardize(table.standardize());
+            .with_standardize(table.standardize())
+            .with_init_from(init_from.clone());
         config
             .validate()
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;

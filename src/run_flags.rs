@@ -37,6 +37,10 @@ pub struct RunFlags {
     /// `artifact_dir`: where the model, checkpoints, logs and curves go
     #[arg(long)]
     pub artifact_dir: Option<PathBuf>,
+    /// `model.init_from`: start from these weights (safetensors or PyTorch `.pt`, named as
+    /// `cubenet export` names them)
+    #[arg(long)]
+    pub init_from: Option<PathBuf>,
 }
 
 impl RunFlags {
@@ -52,6 +56,9 @@ impl RunFlags {
         training.batch_size = self.batch_size.or(training.batch_size);
         training.seed = self.seed.or(training.seed);
         training.devices = self.devices.clone().or(training.devices.take());
+        if let Some(weights) = &self.init_from {
+            config.model.set_init_from(weights.clone());
+        }
         if let Some(dir) = &self.data_dir {
             let DataSection::Mnist { dir: data_dir, .. } = &mut config.data else {
                 return Err(ConfigError::Invalid(

@@ -6,7 +6,10 @@ use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
-use super::{Cnn, CnnConfig, KernelPath, LeNetConfig, Mlp, MlpConfig, ModelError, SimpleCnnConfig};
+use super::{
+    Cnn, CnnConfig, KernelPath, LeNetConfig, Mlp, MlpConfig, ModelError, Sequential,
+    SimpleCnnConfig,
+};
 use crate::data::{ImageBatch, ImageShape};
 
 /// Which network to build, with its settings.
@@ -32,6 +35,16 @@ impl ImageModelConfig {
             ImageModelConfig::Mlp(c) => ImageModel::Mlp(c.init(device)?),
             ImageModelConfig::Cnn(c) => ImageModel::Cnn(c.init(device)?),
         })
+    }
+
+    /// The network as a PyTorch `nn.Sequential` (see [`Sequential`]).
+    pub fn sequential(&self) -> Result<Sequential, ModelError> {
+        match self {
+            ImageModelConfig::Simple(c) => c.cnn()?.sequential(),
+            ImageModelConfig::Lenet(c) => c.cnn()?.sequential(),
+            ImageModelConfig::Mlp(c) => c.sequential("dense", true),
+            ImageModelConfig::Cnn(c) => c.sequential(),
+        }
     }
 
     /// The same network sized for `classes` classes of images of `shape`: the CNN's input

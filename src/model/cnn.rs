@@ -10,7 +10,8 @@ use cubenet_kernels::{ConvOptions2d, KernelBackend, NO_ARGMAX, PoolOptions2d, Pr
 
 use super::geometry::{check_nonzero, conv_output, pool_output};
 use super::{
-    AfterConv, ConvBlock, ConvSpec, Dense, KernelPath, LayerSpec, LayerSpecs, ModelError, Width,
+    AfterConv, ConvBlock, ConvSpec, Dense, KernelPath, LayerSpec, LayerSpecs, ModelError,
+    Sequential, TorchLayer, Width,
 };
 
 /// Configuration of [`Cnn`].
@@ -86,6 +87,13 @@ pub struct CnnSummary {
 }
 
 impl CnnSummary {
+    /// The activations between the layers: the input, then each layer's output.
+    pub fn shapes(&self) -> Vec<Shape> {
+        std::iter::once(self.input)
+            .chain(self.layers.iter().map(|layer| layer.output))
+            .collect()
+    }
+
     /// Parameters of the whole network.
     pub fn params(&self) -> usize {
         self.layers.iter().map(|layer| layer.params).sum()
@@ -240,10 +248,7 @@ impl CnnConfig {
 
     /// Checks every layer's shape, then initializes the weights on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Cnn<B>, ModelError> {
-        let summary = self.summary()?;
-        let inputs: Vec<Shape> = std::iter::once(summary.input)
-            .chain(summary.layers.iter().map(|layer| layer.output))
-            .collect();
+        let inputs = self.summary()?.shapes();
         let mut cnn = Cnn {
             features: Vec::new(),
             head: Vec::new(),
@@ -257,14 +262,15 @@ impl CnnConfig {
                 Shape::Maps(_) => Built::Maps(MapLayer::AnyShape(layer)),
                 Shape::Flat(_) => Built::Flat(FlatLayer::AnyShape(layer)),
             };
-            let (built, used) = match self.layers[index] {
+            let used = fused_len(&self.layers, index);
+            let built = match self.layers[index] {
                 LayerSpec::Conv(conv) => {
-                    let (after, used) = match next {
-                        [LayerSpec::Relu, LayerSpec::Pool { window, stride }, ..] => {
-                            (AfterConv::ReluPool(pool_options(*window, *stride)), 3)
+                    let after = match (used, next) {
+                        (3, [_, LayerSpec::Pool { window, stride }, ..]) => {
+                            AfterConv::ReluPool(pool_options(*window, *stride))
                         }
-                        [LayerSpec::Relu, ..] => (AfterConv::Relu, 2),
-                        _ => (AfterConv::Nothing, 1),
+                        (2, _) => AfterConv::Relu,
+                        _ => AfterConv::Nothing,
                     };
                     let block = ConvBlock::new(
                         [input.features(), conv.filters],
@@ -275,30 +281,30 @@ impl CnnConfig {
                         self.kernels,
                         device,
                     );
-                    (Built::Maps(MapLayer::Conv(block)), used)
+                    Built::Maps(MapLayer::Conv(block))
                 }
                 LayerSpec::Pool { window, stride } => {
                     let pool = MaxPool {
                         pool: pool_options(window, stride),
                         kernels: self.kernels,
                     };
-                    (Built::Maps(MapLayer::Pool(pool)), 1)
+                    Built::Maps(MapLayer::Pool(pool))
                 }
                 LayerSpec::Dense(_) => {
                     let dense = Dense::new([input.values(), output.values()], self.kernels, device);
-                    match next {
-                        [LayerSpec::Relu, ..] => (Built::Flat(FlatLayer::DenseRelu(dense)), 2),
-                        _ => (Built::Flat(FlatLayer::Dense(dense)), 1),
+                    match used {
+                        2 => Built::Flat(FlatLayer::DenseRelu(dense)),
+                        _ => Built::Flat(FlatLayer::Dense(dense)),
                     }
                 }
-                LayerSpec::Relu => (any_shape(AnyShapeLayer::Relu(Relu)), 1),
+                LayerSpec::Relu => any_shape(AnyShapeLayer::Relu(Relu)),
                 LayerSpec::Dropout(probability) => {
                     let dropout = DropoutConfig::new(probability).init();
-                    (any_shape(AnyShapeLayer::Dropout(dropout)), 1)
+                    any_shape(AnyShapeLayer::Dropout(dropout))
                 }
                 LayerSpec::BatchNorm => {
                     let norm = BatchNormConfig::new(input.features()).init(device);
-                    (any_shape(AnyShapeLayer::BatchNorm(norm)), 1)
+                    any_shape(AnyShapeLayer::BatchNorm(norm))
                 }
             };
             match built {
@@ -308,6 +314,80 @@ impl CnnConfig {
             index += used;
         }
         Ok(cnn)
+    }
+}
+
+impl CnnConfig {
+    /// The network as a PyTorch `nn.Sequential` (a `Flatten` before the first dense layer),
+    /// with the cubenet module of each layer that has weights, grouped as
+    /// [`init`](Self::init) groups them.
+    pub fn sequential(&self) -> Result<Sequential, ModelError> {
+        let shapes = self.summary()?.shapes();
+        let first_dense = self
+            .layers
+            .iter()
+            .position(|layer| matches!(layer, LayerSpec::Dense(_)));
+        let mut sequential = Sequential::default();
+        let (mut maps, mut flat) = (0, 0);
+        let mut index = 0;
+        while index < self.layers.len() {
+            let on_maps = !matches!(self.layers[index], LayerSpec::Dense(_))
+                && matches!(shapes[index], Shape::Maps(_));
+            let module = match on_maps {
+                true => format!("features.{maps}"),
+                false => format!("head.{flat}"),
+            };
+            *(if on_maps { &mut maps } else { &mut flat }) += 1;
+            let used = fused_len(&self.layers, index);
+            for (j, &layer) in self.layers.iter().enumerate().skip(index).take(used) {
+                if Some(j) == first_dense {
+                    sequential.push(TorchLayer::Flatten, None);
+                }
+                let (input, output) = (shapes[j], shapes[j + 1]);
+                let (torch, weights) = match layer {
+                    LayerSpec::Conv(conv) => (
+                        TorchLayer::Conv2d {
+                            in_channels: input.features(),
+                            out_channels: conv.filters,
+                            kernel_size: conv.kernel,
+                            stride: conv.stride,
+                            padding: conv.padding,
+                        },
+                        Some(format!("{module}.conv")),
+                    ),
+                    LayerSpec::Pool { window, stride } => (
+                        TorchLayer::MaxPool2d {
+                            kernel_size: window,
+                            stride,
+                        },
+                        None,
+                    ),
+                    LayerSpec::Dense(_) => (
+                        TorchLayer::Linear {
+                            in_features: input.values(),
+                            out_features: output.values(),
+                        },
+                        Some(module.clone()),
+                    ),
+                    LayerSpec::Relu => (TorchLayer::ReLU, None),
+                    LayerSpec::Dropout(p) => (TorchLayer::Dropout { p }, None),
+                    LayerSpec::BatchNorm => (TorchLayer::batch_norm(input), Some(module.clone())),
+                };
+                sequential.push(torch, weights);
+            }
+            index += used;
+        }
+        Ok(sequential)
+    }
+}
+
+/// How many layers from `index` on run as one module: conv → ReLU (→ pool) and
+/// dense → ReLU are fused, every other layer is a module of its own.
+fn fused_len(layers: &[LayerSpec], index: usize) -> usize {
+    match (layers[index], &layers[index + 1..]) {
+        (LayerSpec::Conv(_), [LayerSpec::Relu, LayerSpec::Pool { .. }, ..]) => 3,
+        (LayerSpec::Conv(_) | LayerSpec::Dense(_), [LayerSpec::Relu, ..]) => 2,
+        _ => 1,
     }
 }
 

@@ -4,7 +4,7 @@ use burn::prelude::*;
 use cubenet_kernels::KernelBackend;
 
 use super::geometry::check_nonzero;
-use super::{Activation, Dense, KernelPath, ModelError};
+use super::{Activation, Dense, KernelPath, ModelError, Sequential, TorchLayer};
 
 /// Configuration of [`Mlp`].
 #[derive(Config, Debug)]
@@ -58,14 +58,42 @@ impl MlpConfig {
         }
     }
 
+    /// The MLP as a PyTorch `nn.Sequential`: `Linear` layers with the activations between
+    /// them, after a `Flatten` when `flatten` (images); `module` is the cubenet path of the
+    /// dense layers (`dense` in an image model, `mlp.dense` in a tabular net).
+    pub fn sequential(&self, module: &str, flatten: bool) -> Result<Sequential, ModelError> {
+        let activations = self.check()?;
+        let mut sequential = Sequential::default();
+        if flatten {
+            sequential.push(TorchLayer::Flatten, None);
+        }
+        let widths = self.widths();
+        for (index, pair) in widths.windows(2).enumerate() {
+            let linear = TorchLayer::Linear {
+                in_features: pair[0],
+                out_features: pair[1],
+            };
+            sequential.push(linear, Some(format!("{module}.{index}")));
+            if let Some(&activation) = activations.get(index) {
+                sequential.push(TorchLayer::activation(activation), None);
+            }
+        }
+        Ok(sequential)
+    }
+
+    /// Inputs, hidden widths, outputs: each layer reads one and writes the next.
+    fn widths(&self) -> Vec<usize> {
+        std::iter::once(self.inputs)
+            .chain(self.hidden.iter().copied())
+            .chain(std::iter::once(self.outputs))
+            .collect()
+    }
+
     /// Checks the sizes and initializes the weights on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Mlp<B>, ModelError> {
         let activations = self.check()?;
-        let widths: Vec<usize> = std::iter::once(self.inputs)
-            .chain(self.hidden.iter().copied())
-            .chain(std::iter::once(self.outputs))
-            .collect();
-        let dense = widths
+        let dense = self
+            .widths()
             .windows(2)
             .map(|pair| Dense::new([pair[0], pair[1]], self.kernels, device))
             .collect();

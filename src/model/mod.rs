@@ -1,6 +1,6 @@
 //! The networks, generic over the backend: a CNN defined layer by layer (with the seed's
 //! single-conv CNN and a LeNet-style CNN as its presets), an MLP, and the tabular net built
-//! on it.
+//! on it; each also as the PyTorch `nn.Sequential` its weights are exported for.
 
 mod activation;
 mod classifier;
@@ -12,6 +12,7 @@ mod kernel_path;
 mod layer_spec;
 mod mlp;
 mod presets;
+mod sequential;
 mod tabular_net;
 
 pub use activation::Activation;
@@ -26,6 +27,7 @@ pub use kernel_path::KernelPath;
 pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, Width};
 pub use mlp::{Mlp, MlpConfig};
 pub use presets::{LeNetConfig, SimpleCnnConfig};
+pub use sequential::{Sequential, TorchLayer};
 pub use tabular_net::{TabularNet, TabularOutput, Task};
 
 /// A network that cannot be built as configured; names the layer and the sizes involved.

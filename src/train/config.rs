@@ -1,5 +1,7 @@
 //! Settings of an image training run, saved in `config.json` next to the model.
 
+use std::path::PathBuf;
+
 use burn::prelude::*;
 
 use super::TrainError;
@@ -53,6 +55,9 @@ pub struct ImageTrainingConfig {
     /// every device takes `batch_size` images a step and the first holds the optimizer.
     #[config(default = "vec![0]")]
     pub devices: Vec<usize>,
+    /// Start from these weights (safetensors or PyTorch `.pt`, PyTorch's names; see
+    /// `cubenet export`) instead of random ones.
+    pub init_from: Option<PathBuf>,
 }
 
 impl ImageTrainingConfig {

@@ -22,7 +22,9 @@ use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
 use super::run::RunJob;
-use super::{FusedAdamConfig, ImageTrainingConfig, RunContext, TrainError, TrainingSpeed};
+use super::{
+    FusedAdamConfig, ImageTrainingConfig, RunContext, TrainError, TrainingSpeed, read_weights,
+};
 use crate::backend::BackendKind;
 use crate::data::{
     ChannelStats, DataError, DeviceImages, EpochShuffled, ImageBatch, ImageBatcher, ImageShape,
@@ -144,6 +146,10 @@ pub fn train<B: AutodiffKernelBackend>(
     let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
     B::seed(device, config.seed);
     let model = config.model.init::<B>(device)?;
+    let model = match &config.init_from {
+        Some(weights) => read_weights(model, &config.model.sequential()?, weights)?,
+        None => model,
+    };
     let optimizer = FusedAdamConfig::new().init();
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * steps_per_epoch(splits.train.len(), config);

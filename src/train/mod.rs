@@ -20,6 +20,7 @@ mod resume;
 mod run;
 mod run_context;
 pub mod tabular;
+mod torch_weights;
 mod watch;
 
 use std::path::PathBuf;
@@ -46,6 +47,10 @@ pub use recorder::{ModelRecorder, RecordError, decode_model_record, decode_recor
 pub use resume::{Resumable, begin_run};
 pub use run::{Run, RunJob};
 pub use run_context::RunContext;
+pub use torch_weights::{
+    EXPORT_DIR, EXPORT_FORMAT, EXPORT_WEIGHTS, Export, ExportSidecar, ExportedRun, Preprocessing,
+    export_image_model, export_tabular_model, read_weights, sidecar_path,
+};
 pub use watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
 
 use crate::atomic_file::WriteError;

@@ -12,4 +12,5 @@ mod mnist_data;
 mod models;
 mod readme;
 mod tabular;
+mod torch_weights;
 mod training;

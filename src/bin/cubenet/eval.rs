@@ -14,7 +14,7 @@ use crate::saved::{SavedRun, SavedRunWork, image_source, run_on_backend};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Artifact directory of a finished `cubenet train`
+    /// Artifact directory of a finished `cubenet train`, or what `cubenet export` wrote
     #[arg(long)]
     model_dir: PathBuf,
     /// MNIST runs: IDX directory [default: the run's, else download]

@@ -5,6 +5,7 @@
 //! cubenet train --config configs/quadrants.toml --set training.epochs=20 --resume
 //! cubenet eval --model-dir artifacts/mnist_cnn
 //! cubenet predict --model-dir artifacts/mnist_cnn digit.png
+//! cubenet export --model-dir artifacts/mnist_cnn
 //! cubenet bench --variants ndarray,cuda-cubenet
 //! cubenet info
 //! ```
@@ -13,6 +14,7 @@
 
 mod bench;
 mod eval;
+mod export;
 mod info;
 mod predict;
 mod saved;
@@ -40,6 +42,8 @@ enum Command {
     Train(train::Args),
     /// Measure a trained model on test data
     Eval(eval::Args),
+    /// Write a trained model's weights as safetensors with PyTorch's names, and a sidecar
+    Export(export::Args),
     /// Predict a PNG or IDX image (image runs) or the rows of a CSV file (tabular runs)
     Predict(predict::Args),
     /// The backend benchmark: one training step on every backend
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Predict(args) => predict::run(args),
+        Command::Export(args) => export::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Info => info::run(),
     };

@@ -24,7 +24,7 @@ const PREDICTION_COLUMNS: [&str; 3] = ["path", "class", "probability"];
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Artifact directory of a finished `cubenet train`
+    /// Artifact directory of a finished `cubenet train`, or what `cubenet export` wrote
     #[arg(long)]
     model_dir: PathBuf,
     /// Image runs: image files (.png, .jpg, .jpeg), folders of them, or IDX image files;

@@ -9,7 +9,9 @@ use cubenet::data::{ImageSource, MnistSource};
 use cubenet::model::ImageModel;
 use cubenet::run_config::{DataSection, Job, RUN_FILE, RunConfig};
 use cubenet::train::tabular::{PREPROCESSING_FILE, TabularModel};
-use cubenet::train::{CONFIG_FILE, SavedImageConfig, load_model};
+use cubenet::train::{
+    CONFIG_FILE, Export, ExportedRun, SavedImageConfig, load_model, read_weights,
+};
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 /// A trained model of either kind, with the run file it was trained from when there is one.
@@ -27,8 +29,12 @@ pub enum SavedRun<B: Backend> {
 }
 
 impl<B: KernelBackend> SavedRun<B> {
-    /// Loads the model in `dir` onto `device` (a tabular run has `preprocessing.json`).
+    /// Loads the model in `dir` onto `device`: a run's artifact directory (a tabular run
+    /// has `preprocessing.json`), or what `cubenet export` wrote.
     pub fn load(dir: &Path, device: &B::Device) -> anyhow::Result<Self> {
+        if let Some(export) = Export::find(dir)? {
+            return Self::from_export(&export, device);
+        }
         let run_path = dir.join(RUN_FILE);
         let run = run_path
             .is_file()
@@ -51,16 +57,41 @@ impl<B: KernelBackend> SavedRun<B> {
     }
 }
 
+impl<B: KernelBackend> SavedRun<B> {
+    /// The network of an export, rebuilt from its sidecar with the exported weights.
+    fn from_export(export: &Export, device: &B::Device) -> anyhow::Result<Self> {
+        let saved = match &export.sidecar.cubenet {
+            ExportedRun::Tabular(config) => {
+                return Ok(SavedRun::Tabular {
+                    model: Box::new(export.tabular_model(config, device)?),
+                    run: None,
+                });
+            }
+            ExportedRun::Image(saved) => saved,
+        };
+        let model = saved.config.model.init::<B>(device)?;
+        let model = read_weights(model, &saved.config.model.sequential()?, &export.weights)?;
+        Ok(SavedRun::Image {
+            model: Box::new(model),
+            saved: Box::new(saved.clone()),
+            run: None,
+        })
+    }
+}
+
 /// Whether `dir` holds a tabular run (it has `preprocessing.json`) rather than an image run;
 /// an error if it holds neither.
 fn is_tabular(dir: &Path) -> anyhow::Result<bool> {
+    if let Some(export) = Export::find(dir)? {
+        return Ok(matches!(export.sidecar.cubenet, ExportedRun::Tabular(_)));
+    }
     if dir.join(PREPROCESSING_FILE).is_file() {
         return Ok(true);
     }
     anyhow::ensure!(
         dir.join(CONFIG_FILE).is_file(),
         "{} holds no trained run (no {CONFIG_FILE}); pass the artifact directory of a finished \
-         `cubenet train`",
+         `cubenet train`, or what `cubenet export` wrote",
         dir.display()
     );
     Ok(false)

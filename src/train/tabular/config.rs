@@ -1,5 +1,7 @@
 //! Settings of a tabular run, saved as `config.json` next to the model.
 
+use std::path::PathBuf;
+
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -118,6 +120,9 @@ pub struct TabularConfig {
     /// Standardize features with the training split's mean and deviation.
     #[config(default = true)]
     pub standardize: bool,
+    /// Start from these weights (safetensors or PyTorch `.pt`, PyTorch's names; see
+    /// `cubenet export`) instead of random ones.
+    pub init_from: Option<PathBuf>,
 }
 
 impl TabularConfig {

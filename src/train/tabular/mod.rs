@@ -27,7 +27,7 @@ use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
 use super::run::RunJob;
-use super::{RunContext, TrainError};
+use super::{RunContext, TrainError, read_weights};
 use crate::backend::BackendKind;
 use crate::data::{
     DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource, inferred_classes,
@@ -238,9 +238,14 @@ pub fn train<B: AutodiffKernelBackend>(
     }
     let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
     B::seed(device, config.seed);
+    let mlp = config.mlp(splits.classes);
     let net = TabularNet {
-        mlp: config.mlp(splits.classes).init::<B>(device)?,
+        mlp: mlp.init::<B>(device)?,
         task: config.task,
+    };
+    let net = match &config.init_from {
+        Some(weights) => read_weights(net, &mlp.sequential("mlp.dense", false)?, weights)?,
+        None => net,
     };
 
     let start = Instant::now();

@@ -1,0 +1,209 @@
+//! The networks as PyTorch would write them: an `nn.Sequential` of the same layers, and the
+//! index in it of each cubenet module that holds weights. Exported weights take PyTorch's
+//! names (`0.weight`, `7.bias`, ...) from it, and imported ones are read back through it.
+
+use burn::nn::BatchNormConfig;
+use serde::{Deserialize, Serialize};
+
+use super::{Activation, Shape};
+
+/// One layer of the `nn.Sequential`, with the arguments PyTorch's constructor takes: the
+/// `layer` tag is the class name in `torch.nn`, the other fields its keyword arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "layer")]
+pub enum TorchLayer {
+    Conv2d {
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        stride: usize,
+        padding: usize,
+    },
+    MaxPool2d {
+        kernel_size: usize,
+        stride: usize,
+    },
+    /// `[n, c, h, w]` to `[n, c·h·w]`, channel-major as cubenet flattens.
+    Flatten,
+    Linear {
+        in_features: usize,
+        out_features: usize,
+    },
+    BatchNorm1d {
+        num_features: usize,
+        eps: f64,
+        momentum: f64,
+    },
+    BatchNorm2d {
+        num_features: usize,
+        eps: f64,
+        momentum: f64,
+    },
+    /// Inactive in evaluation, as in cubenet outside training.
+    Dropout {
+        p: f64,
+    },
+    ReLU,
+    Tanh,
+    Sigmoid,
+    /// Not in `torch.nn`: σ(gain·x).
+    SigmoidGain {
+        gain: f64,
+    },
+    /// Not in `torch.nn`: 2σ(x) − 1.
+    ScaledSigmoid,
+}
+
+impl TorchLayer {
+    /// Batch normalization over the channels of maps or the features of flat activations,
+    /// with Burn's epsilon and momentum (PyTorch's defaults too).
+    pub fn batch_norm(input: Shape) -> Self {
+        let defaults = BatchNormConfig::new(input.features());
+        let (num_features, eps, momentum) = (input.features(), defaults.epsilon, defaults.momentum);
+        match input {
+            Shape::Maps(_) => TorchLayer::BatchNorm2d {
+                num_features,
+                eps,
+                momentum,
+            },
+            Shape::Flat(_) => TorchLayer::BatchNorm1d {
+                num_features,
+                eps,
+                momentum,
+            },
+        }
+    }
+
+    /// The layer that applies `activation`.
+    pub fn activation(activation: Activation) -> Self {
+        match activation {
+            Activation::Relu => TorchLayer::ReLU,
+            Activation::Tanh => TorchLayer::Tanh,
+            Activation::Sigmoid => TorchLayer::Sigmoid,
+            Activation::SigmoidGain { gain } => TorchLayer::SigmoidGain { gain },
+            Activation::ScaledSigmoid => TorchLayer::ScaledSigmoid,
+        }
+    }
+}
+
+/// A network as an `nn.Sequential`, and where its weights sit in cubenet's module tree.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sequential {
+    pub layers: Vec<TorchLayer>,
+    /// Each module with weights: its path in cubenet's network (Burn's field names, enum
+    /// variants left out, e.g. `features.0.conv`) and its index in [`layers`](Self::layers).
+    pub weights: Vec<(String, usize)>,
+}
+
+impl Sequential {
+    /// Appends `layer`; `module` is the cubenet path of its weights, if it has any.
+    pub fn push(&mut self, layer: TorchLayer, module: Option<String>) {
+        if let Some(module) = module {
+            self.weights.push((module, self.layers.len()));
+        }
+        self.layers.push(layer);
+    }
+
+    /// The layer that the tensor named `key` (PyTorch's name, e.g. `3.running_var`) belongs
+    /// to, with its index: how error messages name a layer.
+    pub fn layer_of(&self, key: &str) -> Option<(usize, &TorchLayer)> {
+        let index: usize = key.split('.').next()?.parse().ok()?;
+        self.layers.get(index).map(|layer| (index, layer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CnnConfig, LayerSpecs, MlpConfig};
+
+    #[test]
+    fn a_run_file_cnn_becomes_pytorch_layers_with_a_flatten_before_the_first_dense() {
+        let layers: LayerSpecs = toml::from_str::<toml::Table>(
+            r#"layers = [{ conv = 4, padding = 1 }, { relu = true }, { pool = 2 },
+               { batch_norm = true }, { dense = 8 }, { relu = true }, { dropout = 0.5 },
+               { batch_norm = true }, { dense = "classes" }]"#,
+        )
+        .unwrap()["layers"]
+            .clone()
+            .try_into()
+            .unwrap();
+        let sequential = CnnConfig::new([2, 6, 6], 3, layers).sequential().unwrap();
+        let norm = |features, two_d| {
+            let shape = match two_d {
+                true => Shape::Maps([features, 1, 1]),
+                false => Shape::Flat(features),
+            };
+            TorchLayer::batch_norm(shape)
+        };
+        assert_eq!(
+            sequential.layers,
+            [
+                TorchLayer::Conv2d {
+                    in_channels: 2,
+                    out_channels: 4,
+                    kernel_size: 3,
+                    stride: 1,
+                    padding: 1
+                },
+                TorchLayer::ReLU,
+                TorchLayer::MaxPool2d {
+                    kernel_size: 2,
+                    stride: 2
+                },
+                norm(4, true),
+                TorchLayer::Flatten,
+                TorchLayer::Linear {
+                    in_features: 36,
+                    out_features: 8
+                },
+                TorchLayer::ReLU,
+                TorchLayer::Dropout { p: 0.5 },
+                norm(8, false),
+                TorchLayer::Linear {
+                    in_features: 8,
+                    out_features: 3
+                },
+            ]
+        );
+        // conv·ReLU·pool is one module, batch norm the next; dense·ReLU opens the head.
+        let weights: Vec<(&str, usize)> = sequential
+            .weights
+            .iter()
+            .map(|(module, index)| (module.as_str(), *index))
+            .collect();
+        assert_eq!(
+            weights,
+            [
+                ("features.0.conv", 0),
+                ("features.1", 3),
+                ("head.0", 5),
+                ("head.2", 8),
+                ("head.3", 9)
+            ]
+        );
+        assert_eq!(sequential.layer_of("8.running_var").unwrap().0, 8);
+        assert!(sequential.layer_of("10.weight").is_none());
+    }
+
+    #[test]
+    fn an_mlp_alternates_linear_layers_and_activations() {
+        let config = MlpConfig::new(5, vec![4, 3], 2)
+            .with_layer_activations(vec![Activation::Tanh, Activation::ScaledSigmoid]);
+        let sequential = config.sequential("mlp.dense", false).unwrap();
+        assert_eq!(sequential.layers.len(), 5);
+        assert_eq!(sequential.layers[1], TorchLayer::Tanh);
+        assert_eq!(sequential.layers[3], TorchLayer::ScaledSigmoid);
+        assert_eq!(
+            sequential.weights,
+            [
+                ("mlp.dense.0".to_string(), 0),
+                ("mlp.dense.1".into(), 2),
+                ("mlp.dense.2".into(), 4)
+            ]
+        );
+        let flattened = config.sequential("dense", true).unwrap();
+        assert_eq!(flattened.layers[0], TorchLayer::Flatten);
+        assert_eq!(flattened.weights[0], ("dense.0".to_string(), 1));
+    }
+}
