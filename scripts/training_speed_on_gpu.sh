@@ -8,7 +8,8 @@
 # batches are built (default "device host0 host4"), BUILDS the packed cubenet builds to run
 # one after the other (default "cubenet"; "cubenet-base cubenet" for an A/B of two builds),
 # STAGES what to run (default "lenet step cifar pytorch"; also "design-card": the mnist_cnn
-# example's defaults on CUDA, twice, timed whole, the second with a warm kernel cache).
+# example's defaults on CUDA, twice, timed whole, the second with a warm kernel cache; and
+# "ddp": the data-parallel build, packed as .device-bin/cubenet-ddp, on 1, 2 and 4 GPUs).
 set -uo pipefail
 logs=${OUT:-gpu-out}
 mkdir -p "$logs"
@@ -67,3 +68,37 @@ wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --dat
   --batches "$batches" 2>&1 | grep -v Warning | tee "$logs/pytorch-loop.md"
 wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --model cifar --batches 512 \
   2>&1 | grep -v Warning | tee -a "$logs/pytorch-loop.md"
+
+# Data-parallel (the ddp/ build, burn-train's DDP with NCCL): LeNet 32/64 on MNIST at batch
+# 256 per device on one GPU, then on 2 and 4 where the machine has them, each beside one GPU
+# at the same global batch (the accuracy to match); a run whose training set does not split
+# evenly, with early stopping after one epoch without improvement (it must end, not hang);
+# the CIFAR-shaped network at 512 per device (`cubenet bench --devices`, 200-step epochs).
+wants ddp && {
+  gpus=$(nvidia-smi -L | wc -l)
+  sets=0
+  (( gpus >= 2 )) && sets="$sets 0,1"
+  (( gpus >= 4 )) && sets="$sets 0,1,2,3"
+  ddp_run() {  # NAME SECONDS FLAGS...: LeNet on MNIST, data on the device
+    local name=$1 limit=$2; shift 2
+    run "$name" "$limit" "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml \
+      --data-dir "$bin/mnist" --set training.workers=0 --artifact-dir "$work/$name" "$@"
+    echo "   $(grep -h 'data-parallel on\|training speed\|test accuracy' "$logs/$name.md" | tr '\n' ' ')"
+  }
+  for devices in $sets; do
+    n=$(( $(tr -cd , <<< "$devices" | wc -c) + 1 ))
+    ddp_run "lenet-b256x$n" 300 --epochs 3 --batch-size 256 --devices "$devices"
+    (( n > 1 )) && ddp_run "lenet-b$((256 * n))x1" 300 --epochs 3 --batch-size $((256 * n)) --devices 0
+  done
+  ddp_run lenet-uneven-patience1 300 --batch-size 256 --devices "${sets##* }" --set data.limit_train=33337 \
+    --epochs 8 --set training.patience=1
+  # Resume on several GPUs: a 2-epoch run continued to 3 epochs with --resume.
+  ddp_run lenet-resumed 300 --epochs 2 --batch-size 256 --devices "${sets##* }"
+  run lenet-resumed-3 300 "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml \
+    --data-dir "$bin/mnist" --set training.workers=0 --artifact-dir "$work/lenet-resumed" \
+    --epochs 3 --batch-size 256 --devices "${sets##* }" --resume
+  echo "   $(grep -h 'resum\|test accuracy' "$logs/lenet-resumed-3.md" | tr '\n' ' ')"
+  run cifar-ddp 500 "$bin/cubenet-ddp" bench --variants cuda-cubenet --models cifar --batches 512 \
+    --devices "${sets##* }" --scaling-steps 200 --out "$work/cifar-ddp"
+  grep -h -A8 "data-parallel\|Data-parallel" "$work/cifar-ddp/results.md" | head -30
+}

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
-    /// CPU, through ndarray (always compiled in).
+    /// CPU, through ndarray (the default `ndarray` feature; every build but the
+    /// data-parallel one in `ddp/`).
     Ndarray,
     /// NVIDIA GPUs through CubeCL's CUDA runtime (`--features cuda`).
     Cuda,
@@ -40,7 +41,7 @@ impl BackendKind {
     /// Whether this build can run the backend at all.
     pub fn is_compiled(self) -> bool {
         match self {
-            BackendKind::Ndarray => true,
+            BackendKind::Ndarray => cfg!(feature = "ndarray"),
             BackendKind::Cuda => cfg!(feature = "cuda"),
             BackendKind::Wgpu => cfg!(feature = "wgpu"),
         }
@@ -156,6 +157,7 @@ pub trait BackendTask {
 /// Runs `task` on the backend `kind`, after checking that it has a working device.
 pub fn run_on<T: BackendTask>(kind: BackendKind, task: T) -> Result<T::Output, BackendError> {
     match kind {
+        #[cfg(feature = "ndarray")]
         BackendKind::Ndarray => {
             use burn::backend::NdArray;
             Ok(task.run::<Autodiff<NdArray>>(Default::default(), kind))
@@ -212,6 +214,7 @@ pub fn devices_at<B: burn::tensor::backend::Backend>(
 /// Whether `kind` is compiled in and finds a working (default) device.
 pub fn check_device(kind: BackendKind) -> Result<(), BackendError> {
     match kind {
+        #[cfg(feature = "ndarray")]
         BackendKind::Ndarray => Ok(()),
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => probe::<cubenet_kernels::CubeCuda>(kind, &Default::default()),

@@ -2,24 +2,35 @@
 //! so far rather than from state kept in memory, so that a resumed run stops exactly where
 //! the uninterrupted one would have.
 
+use std::time::{Duration, Instant};
+
 use burn::train::EarlyStoppingStrategy;
 use burn::train::metric::store::{Aggregate, EventStoreClient, Split};
+
+/// The longest a replica waits for the first device to log an epoch's validation loss.
+const VALIDATION_WAIT: Duration = Duration::from_secs(30 * 60);
 
 /// Stops once `patience` epochs have passed without a lower validation loss.
 #[derive(Debug, Clone, Copy)]
 pub struct PatienceStopping {
     pub patience: usize,
+    /// Wait for the epoch's validation loss before deciding. Under DDP every replica asks
+    /// as soon as its training epoch ends, while only the first device validates; waiting
+    /// makes all of them decide on the same losses. A replica that stopped alone would leave
+    /// the others waiting in their next all-reduce.
+    pub wait_for_validation: bool,
 }
 
 impl EarlyStoppingStrategy for PatienceStopping {
     fn should_stop(&mut self, epoch: usize, store: &EventStoreClient) -> bool {
-        let losses: Vec<f64> = (1..=epoch)
-            .map(|e| {
-                store
-                    .find_metric("Loss", e, Aggregate::Mean, &Split::Valid)
-                    .unwrap_or(f64::NAN)
-            })
-            .collect();
+        let loss = |e| store.find_metric("Loss", e, Aggregate::Mean, &Split::Valid);
+        if self.wait_for_validation {
+            let deadline = Instant::now() + VALIDATION_WAIT;
+            while loss(epoch).is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let losses: Vec<f64> = (1..=epoch).map(|e| loss(e).unwrap_or(f64::NAN)).collect();
         patience_exhausted(&losses, self.patience)
     }
 }

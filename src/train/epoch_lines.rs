@@ -25,6 +25,15 @@ impl EpochMeans {
         entry.1 += count;
     }
 
+    /// Adds every batch `other` holds.
+    fn absorb(&mut self, other: EpochMeans) {
+        for (metric, (sum, count)) in other.sums {
+            let entry = self.sums.entry(metric).or_default();
+            entry.0 += sum;
+            entry.1 += count;
+        }
+    }
+
     /// The mean of `metric` over the epoch so far, if it was reported.
     pub fn mean(&self, metric: &str) -> Option<f64> {
         self.sums
@@ -67,8 +76,14 @@ pub struct EpochLineRenderer {
     names: HashMap<MetricId, String>,
     train: EpochMeans,
     valid: EpochMeans,
+    /// The training metrics of the step being reported, until its epoch is known.
+    step: EpochMeans,
     /// (epoch, epochs) of the epoch whose line is not printed yet.
     current: Option<(usize, usize)>,
+    /// The last epoch whose line is printed. Under DDP another replica's last steps of an
+    /// epoch can arrive after the first device validated it; they are left out rather than
+    /// printed as a line of their own.
+    printed: usize,
     epoch_start: Instant,
 }
 
@@ -78,7 +93,9 @@ impl Default for EpochLineRenderer {
             names: HashMap::new(),
             train: EpochMeans::default(),
             valid: EpochMeans::default(),
+            step: EpochMeans::default(),
             current: None,
+            printed: 0,
             epoch_start: Instant::now(),
         }
     }
@@ -103,6 +120,7 @@ impl EpochLineRenderer {
     /// Prints the pending epoch's line, if any, and starts the clock for the next one.
     fn finish_epoch(&mut self) {
         if let Some((epoch, epochs)) = self.current.take() {
+            self.printed = epoch;
             let seconds = self.epoch_start.elapsed().as_secs_f64();
             println!(
                 "{}",
@@ -118,9 +136,9 @@ impl EpochLineRenderer {
 
 impl MetricsRendererTraining for EpochLineRenderer {
     fn update_train(&mut self, state: MetricState) {
-        let mut means = std::mem::take(&mut self.train);
+        let mut means = std::mem::take(&mut self.step);
         self.record(&mut means, state);
-        self.train = means;
+        self.step = means;
     }
 
     fn update_valid(&mut self, state: MetricState) {
@@ -134,11 +152,16 @@ impl MetricsRendererTraining for EpochLineRenderer {
             item.global_progress.items_processed,
             item.global_progress.items_total,
         );
+        let step = std::mem::take(&mut self.step);
+        if epoch.0 <= self.printed {
+            return;
+        }
         if self.current.is_some_and(|current| current != epoch) {
             // The previous epoch had no validation items: close it now.
             self.finish_epoch();
         }
         self.current = Some(epoch);
+        self.train.absorb(step);
     }
 
     fn render_valid(&mut self, item: TrainingProgress, _: Vec<ProgressType>) {
@@ -175,7 +198,50 @@ impl MetricsRenderer for EpochLineRenderer {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use burn::data::dataloader::Progress;
+    use burn::train::metric::{MetricAttributes, MetricEntry, SerializedEntry};
+
     use super::*;
+
+    /// One training step's loss `value` (batch of 1) in epoch `epoch` of 3.
+    fn train_step(renderer: &mut EpochLineRenderer, loss: &MetricId, epoch: usize, value: f64) {
+        let entry = MetricEntry::new(
+            loss.clone(),
+            SerializedEntry::new(String::new(), String::new()),
+        );
+        renderer.update_train(MetricState::Numeric(entry, NumericEntry::Value(value)));
+        renderer.render_train(
+            TrainingProgress {
+                progress: None,
+                global_progress: Progress::new(epoch, 3),
+                iteration: None,
+            },
+            Vec::new(),
+        );
+    }
+
+    #[test]
+    fn steps_of_an_epoch_already_printed_are_left_out() {
+        let mut renderer = EpochLineRenderer::default();
+        let loss = MetricId::new(Arc::new("Loss".to_string()));
+        renderer.register_metric(MetricDefinition {
+            metric_id: loss.clone(),
+            name: "Loss".into(),
+            description: None,
+            attributes: MetricAttributes::None,
+        });
+        train_step(&mut renderer, &loss, 1, 1.0);
+        renderer.finish_epoch();
+        assert_eq!(renderer.printed, 1);
+        // Another replica's last step of epoch 1 arrives after epoch 1's line.
+        train_step(&mut renderer, &loss, 1, 100.0);
+        assert_eq!(renderer.current, None);
+        train_step(&mut renderer, &loss, 2, 3.0);
+        assert_eq!(renderer.current, Some((2, 3)));
+        assert_eq!(renderer.train.mean("Loss"), Some(3.0));
+    }
 
     #[test]
     fn means_are_weighted_by_batch_size() {

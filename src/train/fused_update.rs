@@ -12,6 +12,8 @@ use burn::tensor::TensorPrimitive;
 use burn::tensor::backend::{AutodiffBackend, DeviceId};
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
 
+use super::data_parallel;
+
 pub(super) type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
 /// Each parameter's kept state: a fixed number of tensors of the parameter's size.
@@ -135,7 +137,8 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Gather<'_, B> {
     }
 }
 
-/// Replaces each updated parameter by its new value, tracked for gradients as before.
+/// Replaces each updated parameter by its new value, tracked for gradients as before (and
+/// marked as before for a registered data-parallel strategy).
 struct PutBack<B: AutodiffBackend> {
     updated: HashMap<ParamId, FloatTensor<Inner<B>>>,
 }
@@ -150,6 +153,11 @@ impl<B: AutodiffBackend> ModuleMapper<B> for PutBack<B> {
             Tensor::from_inner(Tensor::from_primitive(TensorPrimitive::Float(updated)));
         if old.is_require_grad() {
             tensor = tensor.require_grad();
+        }
+        if let Some(replicated) = data_parallel::registered::<B>() {
+            let before = old.into_primitive().tensor();
+            let after = (replicated.carry_marks)(&before, tensor.into_primitive().tensor(), id);
+            tensor = Tensor::from_primitive(TensorPrimitive::Float(after));
         }
         Param::from_mapped_value(id, tensor, mapper)
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::artifact_dir::claim_artifact_dir;
 use super::artifacts::{CONFIG_FILE, plot_learning_curves, save_config, save_model};
 use super::confusion::ConfusionMatrix;
+use super::data_parallel::{self, DataParallel};
 use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
@@ -151,8 +152,13 @@ pub fn train<B: AutodiffKernelBackend>(
         None => model,
     };
     let optimizer = FusedAdamConfig::new().init();
+    let devices = run.devices();
+    let replicated = match devices.len() {
+        1 => None,
+        _ => data_parallel::registered::<B>(),
+    };
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
-    let steps = config.epochs * steps_per_epoch(splits.train.len(), config);
+    let steps = config.epochs * schedule_steps_per_epoch(splits.train.len(), config, replicated);
     let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
         .init()
         .map_err(TrainError::Config)?;
@@ -163,21 +169,45 @@ pub fn train<B: AutodiffKernelBackend>(
     };
     let resume_after = begin_run::<B, _, _, _, _>(artifact_dir, config, run.resume, parts, device)?;
 
-    let (train_loader, valid_loader) = loaders::<B>(config, splits, device, resume_after);
+    let (mut train_loader, valid_loader) = loaders::<B>(config, splits, device, resume_after);
+    let devices_count = devices.len();
+    let strategy = match replicated {
+        _ if devices_count == 1 => None,
+        Some(replicated) => {
+            // Every replica must take as many steps as the others, or the last all-reduce
+            // of an epoch waits forever: each device gets an equal slice of the epoch's
+            // order, and the few images past the last whole share sit out that epoch.
+            let even = splits.train.len() - splits.train.len() % devices_count;
+            train_loader = train_loader.slice(0, even);
+            println!(
+                "{}",
+                data_parallel_line(config, &devices, replicated.description)
+            );
+            let strategy = (replicated.strategy)(devices).map_err(TrainError::DataParallel)?;
+            Some(strategy)
+        }
+        None => {
+            // burn-train slices the training loader, one slice per device; each step takes
+            // a batch from every slice and sums their gradients on the first device.
+            let summed = "the devices' gradients are summed on the first device";
+            println!("{}", data_parallel_line(config, &devices, summed));
+            Some(ExecutionStrategy::MultiDevice(
+                devices,
+                MultiDeviceOptim::OptimMainDevice,
+            ))
+        }
+    };
     let mut training = SupervisedTraining::new(artifact_dir, train_loader, valid_loader)
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .metric_train_numeric(LearningRateMetric::new());
-    let devices = run.devices();
-    let devices_count = devices.len();
-    if devices_count > 1 {
-        println!("{}", data_parallel_line(config, &devices));
-        // burn-train slices the training loader, one slice per device; each step takes a
-        // batch from every slice and sums their gradients on the first device.
-        training = training.with_training_strategy(
-            ExecutionStrategy::MultiDevice(devices, MultiDeviceOptim::OptimMainDevice).into(),
-        );
+    if let Some(strategy) = strategy {
+        training = training.with_training_strategy(strategy.into());
     }
-    let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
+    let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?
+        .with_replicas(match replicated {
+            Some(_) => devices_count,
+            None => 1,
+        });
     let (training, watch) = with_run_settings(training, artifact_dir, length);
     let result = guard_launch(config.batch_size, artifact_dir, &watch, || {
         training.launch(Learner::new(model, optimizer, schedule))
@@ -269,21 +299,35 @@ fn loaders<B: AutodiffKernelBackend>(
     (train, valid)
 }
 
-/// Optimizer steps in an epoch of `images`: one per batch on one device; on several, one
-/// per round of a batch from each device's slice, as many as the largest slice (the last,
-/// which burn-train gives the remainder) has batches.
-fn steps_per_epoch(images: usize, config: &ImageTrainingConfig) -> usize {
+/// Learning-rate schedule steps in an epoch of `images`: one per batch on one device. On
+/// several under burn-train's multi-device strategy, one per round of a batch from each
+/// device's slice, as many as the largest slice (the last, which burn-train gives the
+/// remainder) has batches. Under a `replicated` strategy (DDP) every replica steps its
+/// schedule once per device for each of its batches, so that all replicas' rates follow the
+/// one-device run's curve over the epoch.
+fn schedule_steps_per_epoch<B: AutodiffKernelBackend>(
+    images: usize,
+    config: &ImageTrainingConfig,
+    replicated: Option<&DataParallel<B>>,
+) -> usize {
     let devices = config.devices.len();
-    let largest_slice = images - (devices - 1) * (images / devices);
-    largest_slice.div_ceil(config.batch_size)
+    let share = images / devices;
+    match replicated {
+        Some(_) if devices > 1 => devices * share.div_ceil(config.batch_size),
+        _ => (images - (devices - 1) * share).div_ceil(config.batch_size),
+    }
 }
 
 /// What a data-parallel run does with its batches and its learning rate.
-fn data_parallel_line<D: std::fmt::Debug>(config: &ImageTrainingConfig, devices: &[D]) -> String {
+fn data_parallel_line<D: std::fmt::Debug>(
+    config: &ImageTrainingConfig,
+    devices: &[D],
+    gradients: &str,
+) -> String {
     format!(
         "data-parallel on {} devices {devices:?}: batch {} per device, {} images a step; \
-         the devices' gradients are summed, and Adam's learning rate ({}) is not scaled \
-         (Adam's step does not depend on the gradient's scale)",
+         {gradients}, and Adam's learning rate ({}) is not scaled (Adam's step does not \
+         depend on the gradient's scale)",
         devices.len(),
         config.batch_size,
         config.images_per_step(),

@@ -34,6 +34,9 @@ pub struct RunLength {
     pub patience: usize,
     /// The epoch a resumed run continues after (see [`super::begin_run`]).
     pub resume_after: Option<usize>,
+    /// Model replicas that each decide early stopping (DDP: one per device), of which only
+    /// the first validates.
+    pub replicas: usize,
 }
 
 impl RunLength {
@@ -60,7 +63,13 @@ impl RunLength {
             epochs,
             patience,
             resume_after,
+            replicas: 1,
         })
+    }
+
+    /// The same length, decided by `replicas` model replicas.
+    pub fn with_replicas(self, replicas: usize) -> Self {
+        Self { replicas, ..self }
     }
 }
 
@@ -100,6 +109,7 @@ where
         .with_checkpointing_strategy(SaveEveryEpoch)
         .early_stopping(PatienceStopping {
             patience: length.patience,
+            wait_for_validation: length.replicas > 1,
         })
         .metric_train(watch.clone())
         .metric_valid(watch.for_validation())

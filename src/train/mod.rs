@@ -6,6 +6,7 @@ mod artifacts;
 mod checkpoints;
 mod config;
 mod confusion;
+pub mod data_parallel;
 mod early_stopping;
 mod epoch_lines;
 mod fused_adam;
@@ -72,6 +73,8 @@ pub enum RunError {
 pub enum TrainError {
     #[error("invalid setting: {0}")]
     Config(String),
+    #[error("cannot train data-parallel: {0}")]
+    DataParallel(String),
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]

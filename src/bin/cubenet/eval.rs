@@ -10,7 +10,7 @@ use cubenet::train::tabular::TabularSplits;
 use cubenet::train::{IMAGE_CACHE_DIR, ImageSplits, accuracy_line, evaluate};
 use cubenet_kernels::KernelBackend;
 
-use crate::saved::{SavedRun, SavedRunWork, image_source, run_on_backend};
+use super::saved::{SavedRun, SavedRunWork, image_source, run_on_backend};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

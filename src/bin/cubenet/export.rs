@@ -10,7 +10,7 @@ use cubenet::train::{
     EXPORT_DIR, EXPORT_WEIGHTS, export_image_model, export_tabular_model, sidecar_path,
 };
 
-use crate::saved::SavedRun;
+use super::saved::SavedRun;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

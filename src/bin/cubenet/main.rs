@@ -52,7 +52,7 @@ enum Command {
     Info,
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),

@@ -15,7 +15,7 @@ use cubenet::model::ImageModel;
 use cubenet::train::SavedImageConfig;
 use cubenet_kernels::KernelBackend;
 
-use crate::saved::{SavedRun, SavedRunWork, run_on_backend};
+use super::saved::{SavedRun, SavedRunWork, run_on_backend};
 
 /// Images per forward pass.
 const BATCH: usize = 1000;
