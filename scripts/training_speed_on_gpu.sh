@@ -73,7 +73,8 @@ wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --mod
 # 256 per device on one GPU, then on 2 and 4 where the machine has them, each beside one GPU
 # at the same global batch (the accuracy to match); a run whose training set does not split
 # evenly, with early stopping after one epoch without improvement (it must end, not hang);
-# the CIFAR-shaped network at 512 per device (`cubenet bench --devices`, 200-step epochs).
+# the CIFAR-shaped network at 512 per device on 2 and 4 GPUs (`cubenet bench --devices`,
+# 200-step epochs).
 wants ddp && {
   gpus=$(nvidia-smi -L | wc -l)
   sets=0
@@ -87,18 +88,20 @@ wants ddp && {
   }
   for devices in $sets; do
     n=$(( $(tr -cd , <<< "$devices" | wc -c) + 1 ))
-    ddp_run "lenet-b256x$n" 300 --epochs 3 --batch-size 256 --devices "$devices"
-    (( n > 1 )) && ddp_run "lenet-b$((256 * n))x1" 300 --epochs 3 --batch-size $((256 * n)) --devices 0
+    ddp_run "lenet-b256x$n" 120 --epochs 3 --batch-size 256 --devices "$devices"
+    (( n > 1 )) && ddp_run "lenet-b$((256 * n))x1" 120 --epochs 3 --batch-size $((256 * n)) --devices 0
   done
-  ddp_run lenet-uneven-patience1 300 --batch-size 256 --devices "${sets##* }" --set data.limit_train=33337 \
+  ddp_run lenet-uneven-patience1 120 --batch-size 256 --devices "${sets##* }" --set data.limit_train=33337 \
     --epochs 8 --set training.patience=1
   # Resume on several GPUs: a 2-epoch run continued to 3 epochs with --resume.
-  ddp_run lenet-resumed 300 --epochs 2 --batch-size 256 --devices "${sets##* }"
-  run lenet-resumed-3 300 "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml \
+  ddp_run lenet-resumed 120 --epochs 2 --batch-size 256 --devices "${sets##* }"
+  run lenet-resumed-3 120 "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml \
     --data-dir "$bin/mnist" --set training.workers=0 --artifact-dir "$work/lenet-resumed" \
     --epochs 3 --batch-size 256 --devices "${sets##* }" --resume
   echo "   $(grep -h 'resum\|test accuracy' "$logs/lenet-resumed-3.md" | tr '\n' ' ')"
-  run cifar-ddp 500 "$bin/cubenet-ddp" bench --variants cuda-cubenet --models cifar --batches 512 \
-    --devices "${sets##* }" --scaling-steps 200 --out "$work/cifar-ddp"
-  grep -h -A8 "data-parallel\|Data-parallel" "$work/cifar-ddp/results.md" | head -30
+  for devices in ${sets#0}; do
+    run "cifar-ddp-$devices" 200 "$bin/cubenet-ddp" bench --variants cuda-cubenet --models cifar \
+      --batches 512 --devices "$devices" --scaling-steps 200 --out "$work/cifar-ddp-$devices"
+    grep -h -A8 "data-parallel\|Data-parallel" "$work/cifar-ddp-$devices/results.md" | head -30
+  done
 }

@@ -1,7 +1,7 @@
 //! cubenet's data-parallel build for NVIDIA GPUs: the same `cubenet` command, where
 //! `train --devices 0,1,…` runs burn-train's DDP strategy. Each GPU gets its own thread, its
-//! own share of every epoch's batches and its own replica of the model; after each step
-//! NCCL averages the replicas' gradients, so every replica takes the same Adam step.
+//! own share of every epoch's batches and its own replica of the model; in each step NCCL
+//! averages the replicas' gradients, so every replica takes the same Adam step.
 //!
 //! The command's sources are the root package's (`src/bin/cubenet`); this file only
 //! registers the DDP strategy for CUDA before running them. Why this is a package of its
@@ -16,12 +16,13 @@
 mod cubenet_command;
 
 use std::process::ExitCode;
+use std::sync::{Barrier, OnceLock};
 
 use burn::backend::Autodiff;
 use burn::backend::cuda::CudaDevice;
-use burn::module::ParamId;
-use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::backend::distributed::{DistributedConfig, DistributedParamId, ReduceOperation};
+use burn::prelude::DeviceOps;
+use burn::tensor::backend::DeviceId;
+use burn::tensor::backend::distributed::{DistributedBackend, DistributedConfig, ReduceOperation};
 use burn::tensor::ops::FloatTensor;
 use burn::train::ExecutionStrategy;
 use cubenet::train::data_parallel::{self, DataParallel};
@@ -35,36 +36,61 @@ fn main() -> ExitCode {
         description: "each device trains a replica of the model on its own batches, and NCCL \
                       averages the replicas' gradients after every step",
         strategy: nccl_ddp,
-        carry_marks,
+        average: nccl_average,
     });
     let status = cubenet_command::main();
     queue_flushers::stop();
     status
 }
 
-/// After an optimizer step, a parameter whose gradients DDP averaged stays marked so (as
-/// burn-optim's own optimizers do it).
-fn carry_marks(
-    before: &FloatTensor<Ddp>,
-    after: FloatTensor<Ddp>,
-    id: ParamId,
-) -> FloatTensor<Ddp> {
-    match Ddp::is_distributed(before) {
-        true => Ddp::set_distributed_params(after, DistributedParamId::from(id.val())),
-        false => after,
-    }
+/// The data-parallel run's GPUs and the replicas' meeting point, set when its strategy is
+/// made.
+static REPLICAS: OnceLock<Replicas> = OnceLock::new();
+
+struct Replicas {
+    devices: Vec<DeviceId>,
+    /// Where each step's replicas meet before their all-reduce; see [`nccl_average`].
+    step: Barrier,
 }
 
-/// burn-train's DDP on `devices`, the gradients averaged (so a step equals one over the
-/// devices' batches together), once NCCL is found: cudarc loads it at the first all-reduce
+/// burn-train's DDP on `devices`, once NCCL is found: cudarc loads it at the first all-reduce
 /// and would panic there without it.
+///
+/// DDP marks every parameter before the first step, and Burn's gradient sync server then
+/// all-reduces each marked parameter's gradient on its own, from one thread for all GPUs.
+/// cubenet's optimizer does not carry the marks over: from the second step on, its one
+/// all-reduce per step ([`nccl_average`]) is the only one (in the first, it averages
+/// gradients already averaged: the same values, up to rounding on more than two GPUs).
 fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> {
     cubenet::nccl::locate().map_err(|e| e.to_string())?;
+    let replicas = Replicas {
+        devices: devices.iter().map(|device| device.to_id()).collect(),
+        step: Barrier::new(devices.len()),
+    };
+    if REPLICAS.set(replicas).is_err() {
+        return Err("a process trains data-parallel once".into());
+    }
     queue_flushers::start(&devices);
     let config = DistributedConfig {
         all_reduce_op: ReduceOperation::Mean,
     };
     Ok(ExecutionStrategy::ddp(devices, config))
+}
+
+/// Averages a replica's buffer over the run's GPUs with one NCCL all-reduce, called by each
+/// replica's own thread once per step. The all-reduce waits for the replica's step on its
+/// GPU, and the replica's next kernels wait for the all-reduce, on the GPU.
+///
+/// The replicas first meet on the host: a replica a step ahead would leave an all-reduce on
+/// its GPU that no other GPU has joined yet, and burn-train's one event processor, reading
+/// that replica's metrics while the others wait for it to take their events, would wait
+/// forever (measured: the first 2-GPU run without the meeting hung within one epoch).
+fn nccl_average(buffer: FloatTensor<CubeCuda>) -> FloatTensor<CubeCuda> {
+    let replicas = REPLICAS
+        .get()
+        .expect("gradients are averaged only in a data-parallel run");
+    replicas.step.wait();
+    CubeCuda::all_reduce(buffer, ReduceOperation::Mean, replicas.devices.clone()).resolve()
 }
 
 /// Burn 0.21's gradient sync server (one thread for all devices) enqueues each device's

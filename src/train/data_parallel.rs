@@ -6,7 +6,8 @@
 //! for it, and image runs on that backend use it instead.
 //!
 //! cubenet's data-parallel build (`ddp/`, CUDA only) registers burn-train's DDP strategy:
-//! a thread, a data stream and a model replica per GPU, the gradients averaged by NCCL. It
+//! a thread, a data stream and a model replica per GPU, the gradients averaged by NCCL (by
+//! cubenet's optimizers, in one all-reduce per step: see [`DataParallel::average`]). It
 //! is a build of its own because Burn 0.21's `distributed` feature, which DDP needs, makes
 //! the CPU backend (`Autodiff<NdArray>`) stop being an autodiff backend, so it cannot be in
 //! the same build as the CPU backend, the tests, or `--all-features`. The registration is
@@ -17,13 +18,17 @@
 use std::any::{Any, TypeId};
 use std::sync::{OnceLock, RwLock};
 
-use burn::module::ParamId;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 use burn::train::ExecutionStrategy;
 
 /// A strategy for several devices, or why this machine cannot run it (one line).
 pub type StrategyFor<B> = Result<ExecutionStrategy<B>, String>;
+
+/// Averages one replica's buffer over all replicas; see [`DataParallel::average`].
+pub type AverageOverReplicas<B> = fn(
+    FloatTensor<<B as AutodiffBackend>::InnerBackend>,
+) -> FloatTensor<<B as AutodiffBackend>::InnerBackend>;
 
 /// A data-parallel strategy for backend `B` that replaces burn-train's multi-device one.
 pub struct DataParallel<B: AutodiffBackend> {
@@ -32,12 +37,12 @@ pub struct DataParallel<B: AutodiffBackend> {
     /// The strategy for `devices` (more than one), or why this machine cannot run it (one
     /// line, e.g. the collective library is missing).
     pub strategy: fn(Vec<B::Device>) -> StrategyFor<B>,
-    /// Gives parameter `id`'s value after an optimizer step the marks its value before the
-    /// step carried. DDP marks every parameter whose gradients the replicas must average;
-    /// Burn's own optimizers carry that mark over, and cubenet's fused ones
-    /// ([`super::FusedAdam`], [`super::FusedSgd`]) do it through this.
-    pub carry_marks:
-        fn(before: &FloatTensor<B>, after: FloatTensor<B>, id: ParamId) -> FloatTensor<B>,
+    /// Averages a buffer over the replicas: each replica's optimizer calls it once per step
+    /// with all of its gradients packed into one flat buffer, in the same order on every
+    /// replica, and steps with the result ([`super::FusedAdam::averaging_over_replicas`]).
+    /// One collective per step rather than one per parameter is what lets short steps add
+    /// up over several devices.
+    pub average: AverageOverReplicas<B>,
 }
 
 /// The registered strategies, by the type of the backend each is for.
@@ -80,12 +85,12 @@ mod tests {
         register::<Cpu>(DataParallel {
             description: "first",
             strategy: |_| Err("not here".into()),
-            carry_marks: |_, after, _| after,
+            average: |buffer| buffer,
         });
         register::<Cpu>(DataParallel {
             description: "replaces the first",
             strategy: |_| Ok(ExecutionStrategy::SingleDevice(Default::default())),
-            carry_marks: |_, after, _| after,
+            average: |buffer| buffer,
         });
         let found = registered::<Cpu>().expect("registered");
         assert_eq!(found.description, "replaces the first");

@@ -23,6 +23,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{TensorMetadata, TensorPrimitive};
 use cubenet_kernels::{AdamMoments, AdamStep, AutodiffKernelBackend, KernelBackend};
 
+use super::data_parallel::AverageOverReplicas;
 use super::fused_update::{Grads, Inner, Operand, States, Updated, update_module};
 
 /// Configuration of [`FusedAdam`]; the defaults are Burn's `AdamConfig`'s.
@@ -46,6 +47,7 @@ impl FusedAdamConfig {
             config: self.clone(),
             moments: HashMap::new(),
             times: HashMap::new(),
+            replicas: None,
         }
     }
 }
@@ -58,6 +60,8 @@ pub struct FusedAdam<B: AutodiffBackend> {
     moments: States<B>,
     /// Each parameter's step count.
     times: HashMap<ParamId, usize>,
+    /// In a data-parallel run, how the gradients are averaged over the replicas.
+    replicas: Option<AverageOverReplicas<B>>,
 }
 
 impl<B, M> Optimizer<M, B> for FusedAdam<B>
@@ -97,6 +101,16 @@ where
 }
 
 impl<B: AutodiffKernelBackend> FusedAdam<B> {
+    /// The optimizer of one replica of a data-parallel run: each step first averages the
+    /// gradients over the replicas through `average`, so that every replica takes the same
+    /// step.
+    pub fn averaging_over_replicas(self, average: AverageOverReplicas<B>) -> Self {
+        Self {
+            replicas: Some(average),
+            ..self
+        }
+    }
+
     /// One step of every parameter of `module` that has a gradient in `grads`: one update
     /// per device and step count (normally one for the whole model).
     fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
@@ -104,8 +118,9 @@ impl<B: AutodiffKernelBackend> FusedAdam<B> {
             config,
             moments,
             times,
+            replicas,
         } = self;
-        update_module(module, grads, moments, 2, |mut group| {
+        update_module(module, grads, moments, 2, *replicas, |mut group| {
             let mut updated = Vec::new();
             while let Some(first) = group.first() {
                 let time = times.get(&first.id).copied().unwrap_or(0) + 1;

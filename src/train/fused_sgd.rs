@@ -106,7 +106,8 @@ impl<B: AutodiffKernelBackend> FusedSgd<B> {
     fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
         let (momentum, weight_decay) = (self.momentum, self.weight_decay);
         let state_len = usize::from(momentum != 0.0);
-        update_module(module, grads, &mut self.velocities, state_len, |group| {
+        let kept = &mut self.velocities;
+        update_module(module, grads, kept, state_len, None, |group| {
             let ids: Vec<ParamId> = group.iter().map(|o| o.id).collect();
             let (mut params, mut grads, mut velocities) = (Vec::new(), Vec::new(), Vec::new());
             for operand in group {

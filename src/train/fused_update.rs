@@ -1,18 +1,19 @@
 //! What the fused optimizers ([`super::FusedSgd`], [`super::FusedAdam`]) share: gather every
 //! parameter of a module that has a gradient, with its gradient and its kept state (SGD's
-//! velocity, Adam's moments; zeros before a parameter's first step), hand each device's
-//! group to one update, keep the new state and put the new values back into the module.
+//! velocity, Adam's moments; zeros before a parameter's first step), average the gradients
+//! over a data-parallel run's replicas, hand each device's group to one update, keep the new
+//! state and put the new values back into the module.
 
 use std::collections::HashMap;
 
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::{GradientsParams, MultiGradientsParams};
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use burn::tensor::backend::{AutodiffBackend, DeviceId};
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
+use burn::tensor::{Slice, TensorMetadata, TensorPrimitive};
 
-use super::data_parallel;
+use super::data_parallel::AverageOverReplicas;
 
 pub(super) type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -58,12 +59,14 @@ pub(super) struct Updated<B: AutodiffBackend> {
 }
 
 /// One step of every parameter of `module` that has a gradient in `grads`, each keeping
-/// `state_len` tensors in `states`: `update` runs once per device the gradients are on.
+/// `state_len` tensors in `states`: `update` runs once per device the gradients are on,
+/// after the gradients are averaged over the replicas of a data-parallel run (`replicas`).
 pub(super) fn update_module<B, M>(
     module: M,
     grads: Grads,
     states: &mut States<B>,
     state_len: usize,
+    replicas: Option<AverageOverReplicas<B>>,
     mut update: impl FnMut(Vec<Operand<B>>) -> Vec<Updated<B>>,
 ) -> M
 where
@@ -83,7 +86,11 @@ where
         let device = *device;
         let (here, elsewhere): (Vec<_>, Vec<_>) =
             found.into_iter().partition(|(d, _)| *d == device);
-        for updated in update(here.into_iter().map(|(_, operand)| operand).collect()) {
+        let mut here: Vec<_> = here.into_iter().map(|(_, operand)| operand).collect();
+        if let Some(average) = replicas {
+            average_gradients(&mut here, average);
+        }
+        for updated in update(here) {
             if state_len > 0 {
                 states.insert(updated.id, updated.state);
             }
@@ -137,8 +144,32 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Gather<'_, B> {
     }
 }
 
-/// Replaces each updated parameter by its new value, tracked for gradients as before (and
-/// marked as before for a registered data-parallel strategy).
+/// Replaces every operand's gradient by its average over the replicas: the gradients are
+/// packed into one buffer for a single all-reduce (one per step, where Burn's DDP reduces
+/// each parameter on its own), then each takes its slice of the result back.
+fn average_gradients<B: AutodiffBackend>(
+    operands: &mut [Operand<B>],
+    average: AverageOverReplicas<B>,
+) {
+    let flat: Vec<_> = operands
+        .iter()
+        .map(|o| {
+            let elements = o.grad.shape().num_elements();
+            Inner::<B>::float_reshape(o.grad.clone(), Shape::new([elements]))
+        })
+        .collect();
+    let averaged = average(Inner::<B>::float_cat(flat, 0));
+    let mut start = 0;
+    for operand in operands {
+        let shape = operand.grad.shape();
+        let end = start + shape.num_elements();
+        let slice = Inner::<B>::float_slice(averaged.clone(), &[Slice::from(start..end)]);
+        operand.grad = Inner::<B>::float_reshape(slice, shape);
+        start = end;
+    }
+}
+
+/// Replaces each updated parameter by its new value, tracked for gradients as before.
 struct PutBack<B: AutodiffBackend> {
     updated: HashMap<ParamId, FloatTensor<Inner<B>>>,
 }
@@ -154,11 +185,57 @@ impl<B: AutodiffBackend> ModuleMapper<B> for PutBack<B> {
         if old.is_require_grad() {
             tensor = tensor.require_grad();
         }
-        if let Some(replicated) = data_parallel::registered::<B>() {
-            let before = old.into_primitive().tensor();
-            let after = (replicated.carry_marks)(&before, tensor.into_primitive().tensor(), id);
-            tensor = Tensor::from_primitive(TensorPrimitive::Float(after));
-        }
         Param::from_mapped_value(id, tensor, mapper)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::{Distribution, FloatDType};
+
+    use super::*;
+
+    type Cpu = NdArray<f32>;
+    type B = Autodiff<Cpu>;
+
+    #[test]
+    fn each_gradient_gets_its_own_slice_of_the_averaged_buffer_back() {
+        let device = Default::default();
+        let shapes = [vec![2, 3], vec![4], vec![1, 1, 5], vec![7, 1]];
+        let grads: Vec<FloatTensor<Cpu>> = shapes
+            .iter()
+            .map(|shape| {
+                let shape = Shape::from(shape.clone());
+                Cpu::float_random(shape, Distribution::Default, &device, FloatDType::F32)
+            })
+            .collect();
+        let mut operands: Vec<Operand<B>> = grads
+            .iter()
+            .map(|grad| Operand {
+                id: ParamId::new(),
+                param: grad.clone(),
+                grad: grad.clone(),
+                state: Vec::new(),
+            })
+            .collect();
+        // Stands for the replicas' average: one buffer holding every gradient, scaled so
+        // that a gradient handed back unaveraged or misplaced shows.
+        average_gradients(&mut operands, |buffer| {
+            assert_eq!(buffer.shape(), Shape::new([6 + 4 + 5 + 7]));
+            Cpu::float_mul_scalar(buffer, 2.0.into())
+        });
+        for (operand, grad) in operands.into_iter().zip(grads) {
+            assert_eq!(operand.grad.shape(), grad.shape());
+            let doubled: Vec<f32> = values(grad).iter().map(|v| 2.0 * v).collect();
+            assert_eq!(values(operand.grad), doubled);
+        }
+    }
+
+    fn values(tensor: FloatTensor<Cpu>) -> Vec<f32> {
+        let elements = tensor.shape().num_elements();
+        let flat = Cpu::float_reshape(tensor, Shape::new([elements]));
+        let flat = Tensor::<Cpu, 1>::from_primitive(TensorPrimitive::Float(flat));
+        flat.into_data().to_vec().expect("f32 values")
     }
 }

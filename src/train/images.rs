@@ -151,11 +151,16 @@ pub fn train<B: AutodiffKernelBackend>(
         Some(weights) => read_weights(model, &config.model.sequential()?, weights)?,
         None => model,
     };
-    let optimizer = FusedAdamConfig::new().init();
     let devices = run.devices();
     let replicated = match devices.len() {
         1 => None,
         _ => data_parallel::registered::<B>(),
+    };
+    let optimizer = match replicated {
+        Some(replicated) => FusedAdamConfig::new()
+            .init()
+            .averaging_over_replicas(replicated.average),
+        None => FusedAdamConfig::new().init(),
     };
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * schedule_steps_per_epoch(splits.train.len(), config, replicated);
