@@ -165,6 +165,7 @@ pub fn run_on<T: BackendTask>(kind: BackendKind, task: T) -> Result<T::Output, B
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
             use cubenet_kernels::CubeCuda;
+            crate::kernel_cache::keep_compiled_kernels();
             let device = burn::backend::cuda::CudaDevice::default();
             probe::<CubeCuda>(kind, &device)?;
             Ok(task.run::<Autodiff<CubeCuda>>(device, kind))
@@ -217,7 +218,10 @@ pub fn check_device(kind: BackendKind) -> Result<(), BackendError> {
         #[cfg(feature = "ndarray")]
         BackendKind::Ndarray => Ok(()),
         #[cfg(feature = "cuda")]
-        BackendKind::Cuda => probe::<cubenet_kernels::CubeCuda>(kind, &Default::default()),
+        BackendKind::Cuda => {
+            crate::kernel_cache::keep_compiled_kernels();
+            probe::<cubenet_kernels::CubeCuda>(kind, &Default::default())
+        }
         #[cfg(feature = "wgpu")]
         BackendKind::Wgpu => probe::<cubenet_kernels::CubeWgpu>(kind, &Default::default()),
         #[allow(unreachable_patterns)]

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod bench;
 pub mod data;
 pub mod error_line;
+pub mod kernel_cache;
 pub mod model;
 pub mod nccl;
 pub mod plot;

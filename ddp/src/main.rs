@@ -16,7 +16,7 @@
 mod cubenet_command;
 
 use std::process::ExitCode;
-use std::sync::{Barrier, OnceLock};
+use std::sync::{Arc, Barrier, PoisonError, RwLock};
 
 use burn::backend::Autodiff;
 use burn::backend::cuda::CudaDevice;
@@ -43,9 +43,10 @@ fn main() -> ExitCode {
     status
 }
 
-/// The data-parallel run's GPUs and the replicas' meeting point, set when its strategy is
-/// made.
-static REPLICAS: OnceLock<Replicas> = OnceLock::new();
+/// The current data-parallel run's GPUs and the replicas' meeting point, set when its
+/// strategy is made (a process may train several runs one after the other: `cubenet bench`
+/// does, one per network and batch size).
+static REPLICAS: RwLock<Option<Arc<Replicas>>> = RwLock::new(None);
 
 struct Replicas {
     devices: Vec<DeviceId>,
@@ -67,9 +68,7 @@ fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> 
         devices: devices.iter().map(|device| device.to_id()).collect(),
         step: Barrier::new(devices.len()),
     };
-    if REPLICAS.set(replicas).is_err() {
-        return Err("a process trains data-parallel once".into());
-    }
+    *REPLICAS.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(replicas));
     queue_flushers::start(&devices);
     let config = DistributedConfig {
         all_reduce_op: ReduceOperation::Mean,
@@ -87,7 +86,9 @@ fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> 
 /// forever (measured: the first 2-GPU run without the meeting hung within one epoch).
 fn nccl_average(buffer: FloatTensor<CubeCuda>) -> FloatTensor<CubeCuda> {
     let replicas = REPLICAS
-        .get()
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
         .expect("gradients are averaged only in a data-parallel run");
     replicas.step.wait();
     CubeCuda::all_reduce(buffer, ReduceOperation::Mean, replicas.devices.clone()).resolve()
@@ -112,18 +113,24 @@ mod queue_flushers {
     const PERIOD: Duration = Duration::from_micros(200);
 
     static STOP: AtomicBool = AtomicBool::new(false);
-    static RUNNING: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+    /// Each flushed device and its flusher.
+    static RUNNING: Mutex<Vec<(CudaDevice, JoinHandle<()>)>> = Mutex::new(Vec::new());
 
+    /// Flushes the queues of `devices` from now on; those of an earlier run already are.
     pub fn start(devices: &[CudaDevice]) {
         let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
         for device in devices {
+            if running.iter().any(|(flushed, _)| flushed == device) {
+                continue;
+            }
             let client = CudaRuntime::client(device);
-            running.push(std::thread::spawn(move || {
+            let flusher = std::thread::spawn(move || {
                 while !STOP.load(Ordering::Relaxed) {
                     std::thread::sleep(PERIOD);
                     let _ = client.flush();
                 }
-            }));
+            });
+            running.push((device.clone(), flusher));
         }
     }
 
@@ -132,7 +139,7 @@ mod queue_flushers {
     pub fn stop() {
         STOP.store(true, Ordering::Relaxed);
         let running = std::mem::take(&mut *RUNNING.lock().unwrap_or_else(|e| e.into_inner()));
-        for flusher in running {
+        for (_, flusher) in running {
             let _ = flusher.join();
         }
     }

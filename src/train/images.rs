@@ -156,12 +156,10 @@ pub fn train<B: AutodiffKernelBackend>(
         1 => None,
         _ => data_parallel::registered::<B>(),
     };
-    let optimizer = match replicated {
-        Some(replicated) => FusedAdamConfig::new()
-            .init()
-            .averaging_over_replicas(replicated.average),
-        None => FusedAdamConfig::new().init(),
-    };
+    let mut optimizer = FusedAdamConfig::new().init();
+    if let Some(replicated) = replicated {
+        optimizer = optimizer.averaging_over_replicas(replicated.average);
+    }
     // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * schedule_steps_per_epoch(splits.train.len(), config, replicated);
     let schedule = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
