@@ -37,7 +37,8 @@ pub fn keep_compiled_kernels() {
 
 /// `<root>/<executable>-<hash of its path>-<hash of its size and modification time>`, made
 /// if missing; the executable's folders for other builds are removed. `None` where the
-/// executable cannot be examined, the folder cannot be made or its disk is nearly full.
+/// executable cannot be examined, the disk is nearly full (then nothing is made) or the
+/// folder cannot be made.
 fn this_builds_folder(root: &Path) -> Option<PathBuf> {
     let executable = std::env::current_exe().ok()?;
     let metadata = executable.metadata().ok()?;
@@ -47,21 +48,25 @@ fn this_builds_folder(root: &Path) -> Option<PathBuf> {
         "{prefix}{:016x}",
         hash_of(&(metadata.len(), metadata.modified().ok()?))
     );
-    let folder = root.join(&name);
-    std::fs::create_dir_all(&folder).ok()?;
     remove_earlier_builds(root, &prefix, &name);
-    has_room(&folder).then_some(folder)
+    let folder = root.join(&name);
+    let existing = folder.ancestors().find(|path| path.exists())?;
+    if !has_room(existing) {
+        return None;
+    }
+    std::fs::create_dir_all(&folder).ok()?;
+    Some(folder)
 }
 
-/// Room for a build's kernels (a few MB) with a wide margin: CubeCL panics where a kernel
+/// Room for a build's kernels (a few MB) with a wide margin on the disk of `path`: CubeCL panics where a kernel
 /// cannot be written to its cache, so a nearly full disk gets no cache at all.
 #[cfg(unix)]
 #[allow(clippy::useless_conversion)] // statvfs's fields are u64 on Linux, narrower elsewhere
-fn has_room(folder: &Path) -> bool {
+fn has_room(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
 
     const ROOM: u64 = 256 << 20;
-    let Ok(path) = std::ffi::CString::new(folder.as_os_str().as_bytes()) else {
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
     let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
@@ -75,7 +80,7 @@ fn has_room(folder: &Path) -> bool {
 }
 
 #[cfg(not(unix))]
-fn has_room(_folder: &Path) -> bool {
+fn has_room(_path: &Path) -> bool {
     true
 }
 

@@ -38,9 +38,7 @@ fn main() -> ExitCode {
         strategy: nccl_ddp,
         average: nccl_average,
     });
-    let status = cubenet_command::main();
-    queue_flushers::stop();
-    status
+    cubenet_command::main()
 }
 
 /// The current data-parallel run's GPUs and the replicas' meeting point, set when its
@@ -57,11 +55,11 @@ struct Replicas {
 /// burn-train's DDP on `devices`, once NCCL is found: cudarc loads it at the first all-reduce
 /// and would panic there without it.
 ///
-/// DDP marks every parameter before the first step, and Burn's gradient sync server then
-/// all-reduces each marked parameter's gradient on its own, from one thread for all GPUs.
-/// cubenet's optimizer does not carry the marks over: from the second step on, its one
-/// all-reduce per step ([`nccl_average`]) is the only one (in the first, it averages
-/// gradients already averaged: the same values, up to rounding on more than two GPUs).
+/// DDP marks every parameter before the first step, for Burn's gradient sync server to
+/// all-reduce each one's gradient on its own, from one thread for all GPUs. cubenet's
+/// training step drops the marks (`cubenet::model::with_fresh_leaves` says why: that thread hung
+/// 4-GPU runs), so the optimizer's one all-reduce per step ([`nccl_average`], from each
+/// replica's own thread) is the only one.
 fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> {
     cubenet::nccl::locate().map_err(|e| e.to_string())?;
     let replicas = Replicas {
@@ -69,7 +67,6 @@ fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> 
         step: Barrier::new(devices.len()),
     };
     *REPLICAS.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(replicas));
-    queue_flushers::start(&devices);
     let config = DistributedConfig {
         all_reduce_op: ReduceOperation::Mean,
     };
@@ -84,63 +81,17 @@ fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> 
 /// its GPU that no other GPU has joined yet, and burn-train's one event processor, reading
 /// that replica's metrics while the others wait for it to take their events, would wait
 /// forever (measured: the first 2-GPU run without the meeting hung within one epoch).
+/// Before it waits there, a replica hands its GPU the kernels still in its CubeCL task
+/// queue, which launches them only when 32 have gathered or the queue is flushed: the GPU
+/// finishes the step's backward pass while the host waits.
 fn nccl_average(buffer: FloatTensor<CubeCuda>) -> FloatTensor<CubeCuda> {
     let replicas = REPLICAS
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .clone()
         .expect("gradients are averaged only in a data-parallel run");
+    // A failed flush only loses the overlap; the GPU's own errors come back at a later read.
+    let _ = buffer.client.flush();
     replicas.step.wait();
     CubeCuda::all_reduce(buffer, ReduceOperation::Mean, replicas.devices.clone()).resolve()
-}
-
-/// Burn 0.21's gradient sync server (one thread for all devices) enqueues each device's
-/// all-reduce on that device's CubeCL task queue without flushing it. With NCCL 2.28 the
-/// first all-reduce on one GPU blocks its queue's runner inside NCCL until the other GPU's
-/// all-reduce starts, which then sits unflushed forever: the first step never ends
-/// (measured on 2 x H200, both with cubenet's kernels and with Burn's). A thread per device
-/// flushes its queue every 0.2 ms while the run trains, so each enqueued all-reduce starts.
-mod queue_flushers {
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::thread::JoinHandle;
-    use std::time::Duration;
-
-    use burn::backend::cuda::CudaDevice;
-    use cubecl::Runtime;
-    use cubecl::cuda::CudaRuntime;
-
-    const PERIOD: Duration = Duration::from_micros(200);
-
-    static STOP: AtomicBool = AtomicBool::new(false);
-    /// Each flushed device and its flusher.
-    static RUNNING: Mutex<Vec<(CudaDevice, JoinHandle<()>)>> = Mutex::new(Vec::new());
-
-    /// Flushes the queues of `devices` from now on; those of an earlier run already are.
-    pub fn start(devices: &[CudaDevice]) {
-        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-        for device in devices {
-            if running.iter().any(|(flushed, _)| flushed == device) {
-                continue;
-            }
-            let client = CudaRuntime::client(device);
-            let flusher = std::thread::spawn(move || {
-                while !STOP.load(Ordering::Relaxed) {
-                    std::thread::sleep(PERIOD);
-                    let _ = client.flush();
-                }
-            });
-            running.push((device.clone(), flusher));
-        }
-    }
-
-    /// Ends the flushing before the process exits (a flush racing the runtime's teardown
-    /// panics).
-    pub fn stop() {
-        STOP.store(true, Ordering::Relaxed);
-        let running = std::mem::take(&mut *RUNNING.lock().unwrap_or_else(|e| e.into_inner()));
-        for (_, flusher) in running {
-            let _ = flusher.join();
-        }
-    }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Cnn, CnnConfig, KernelPath, LeNetConfig, Mlp, MlpConfig, ModelError, Sequential,
-    SimpleCnnConfig,
+    SimpleCnnConfig, with_fresh_leaves,
 };
 use crate::data::{ImageBatch, ImageShape};
 
@@ -134,9 +134,13 @@ impl<B: AutodiffKernelBackend> TrainStep for ImageModel<B> {
     type Input = ImageBatch<B>;
     type Output = ClassificationOutput<B>;
 
+    /// Differentiates with respect to fresh leaves of the parameters' values, which drops
+    /// burn-train's DDP marks (see [`with_fresh_leaves`]): cubenet's optimizers average the
+    /// replicas' gradients themselves.
     fn step(&self, batch: ImageBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
-        let item = self.forward_classification(batch);
-        TrainOutput::new(self, item.loss.backward(), item)
+        let model = with_fresh_leaves(self);
+        let item = model.forward_classification(batch);
+        TrainOutput::new(&model, item.loss.backward(), item)
     }
 }
 
@@ -146,5 +150,64 @@ impl<B: KernelBackend> InferenceStep for ImageModel<B> {
 
     fn step(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
         self.forward_classification(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::{Autodiff, NdArray};
+    use burn::module::{ModuleVisitor, Param};
+    use burn::optim::GradientsParams;
+    use burn::tensor::backend::AutodiffBackend;
+    use burn::tensor::{Distribution, Tolerance};
+
+    use super::*;
+
+    type B = Autodiff<NdArray>;
+
+    /// Compares each parameter's gradient in a training step's output with the one a plain
+    /// backward pass through the model itself gives.
+    struct SameGradients<'a> {
+        step: &'a GradientsParams,
+        plain: &'a <B as AutodiffBackend>::Gradients,
+        compared: usize,
+    }
+
+    impl ModuleVisitor<B> for SameGradients<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let plain = param.val().grad(self.plain).expect("a plain gradient");
+            let step = self
+                .step
+                .get::<NdArray, D>(param.id)
+                .unwrap_or_else(|| panic!("the step gave parameter {} no gradient", param.id));
+            step.into_data()
+                .assert_approx_eq::<f32>(&plain.into_data(), Tolerance::default());
+            self.compared += 1;
+        }
+    }
+
+    #[test]
+    fn a_training_step_gives_every_parameter_its_gradient() {
+        let device = Default::default();
+        let model =
+            ImageModelConfig::Lenet(LeNetConfig::new().with_channels([3, 5]).with_hidden(7))
+                .init::<B>(&device)
+                .unwrap();
+        let batch = ImageBatch {
+            images: Tensor::random([3, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device),
+            targets: Tensor::from_ints([1, 7, 7], &device),
+        };
+
+        let output = TrainStep::step(&model, batch.clone());
+        let plain = model.forward_classification(batch).loss.backward();
+
+        let mut visitor = SameGradients {
+            step: &output.grads,
+            plain: &plain,
+            compared: 0,
+        };
+        model.visit(&mut visitor);
+        // Weight and bias of two convolutions and two dense layers.
+        assert_eq!(visitor.compared, 8);
     }
 }

@@ -7,6 +7,7 @@ mod classifier;
 mod cnn;
 mod conv_block;
 mod dense;
+mod fresh_leaves;
 mod geometry;
 mod kernel_path;
 mod layer_spec;
@@ -22,6 +23,7 @@ pub use conv_block::{AfterConv, ConvBlock};
 /// How the convolutions multiply: a setting of the CNN configs.
 pub use cubenet_kernels::Precision;
 pub use dense::Dense;
+pub use fresh_leaves::{fresh_leaf, with_fresh_leaves};
 pub use geometry::{Size2, conv_output, pool_output};
 pub use kernel_path::KernelPath;
 pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, Width};

@@ -14,6 +14,7 @@ use burn::tensor::ops::{FloatTensor, FloatTensorOps};
 use burn::tensor::{Slice, TensorMetadata, TensorPrimitive};
 
 use super::data_parallel::AverageOverReplicas;
+use crate::model::fresh_leaf;
 
 pub(super) type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
@@ -180,12 +181,8 @@ impl<B: AutodiffBackend> ModuleMapper<B> for PutBack<B> {
             return param;
         };
         let (id, old, mapper) = param.consume();
-        let mut tensor =
-            Tensor::from_inner(Tensor::from_primitive(TensorPrimitive::Float(updated)));
-        if old.is_require_grad() {
-            tensor = tensor.require_grad();
-        }
-        Param::from_mapped_value(id, tensor, mapper)
+        let value = Tensor::from_primitive(TensorPrimitive::Float(updated));
+        Param::from_mapped_value(id, fresh_leaf(value, old.is_require_grad()), mapper)
     }
 }
 
