@@ -9,7 +9,9 @@
 # one after the other (default "cubenet"; "cubenet-base cubenet" for an A/B of two builds),
 # STAGES what to run (default "lenet step cifar pytorch"; also "design-card": the mnist_cnn
 # example's defaults on CUDA, timed whole, with CubeCL's caches cold and warm; and
-# "ddp": the data-parallel build, packed as .device-bin/cubenet-ddp, on 1, 2 and 4 GPUs).
+# "ddp": the data-parallel build, packed as .device-bin/cubenet-ddp, on 1, 2 and 4 GPUs;
+# "processes": where several GPUs lose their speed, one process per GPU against one process
+# with a replica per GPU).
 set -uo pipefail
 logs=${OUT:-gpu-out}
 mkdir -p "$logs"
@@ -109,5 +111,34 @@ wants ddp && {
     run "cifar-ddp-$devices" 200 "$bin/cubenet-ddp" bench --variants cuda-cubenet --models cifar \
       --batches 512 --devices "$devices" --scaling-steps 200 --out "$work/cifar-ddp-$devices"
     grep -h -A8 "data-parallel\|Data-parallel" "$work/cifar-ddp-$devices/results.md" | head -30
+  done
+}
+
+# Where the data-parallel build loses its speed: LeNet 32/64 at batch 256 on one GPU alone,
+# then on N GPUs as N separate one-GPU processes started together (no all-reduce: what the
+# machine gives N independent runs), then as one process with a replica per GPU (the
+# data-parallel run), three rounds.
+wants processes && {
+  gpus=$(nvidia-smi -L | wc -l)
+  lenet_on() {  # NAME DEVICES: LeNet on MNIST, data on the device, 3 epochs
+    "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml --data-dir "$bin/mnist" \
+      --set training.workers=0 --epochs 3 --batch-size 256 --devices "$2" \
+      --artifact-dir "$work/$1" > "$logs/$1.md" 2> "$logs/$1.log"
+  }
+  speed() { grep -ho '[0-9]* images/s' "$logs/$1.md" | head -1; }
+  lenet_on processes-warm 0
+  for round in 1 2 3; do
+    lenet_on "alone-$round" 0
+    echo "== round $round, one GPU alone: $(speed "alone-$round")"
+    for n in 2 4; do
+      (( n > gpus )) && continue
+      for gpu in $(seq 0 $((n - 1))); do lenet_on "separate$n-$round-$gpu" "$gpu" & done
+      wait
+      line=""
+      for gpu in $(seq 0 $((n - 1))); do line="$line $(speed "separate$n-$round-$gpu"),"; done
+      echo "   $n separate processes:${line%,}"
+      lenet_on "replicas$n-$round" "$(seq -s, 0 $((n - 1)))"
+      echo "   one process, $n replicas: $(speed "replicas$n-$round")"
+    done
   done
 }

@@ -58,8 +58,9 @@ fn this_builds_folder(root: &Path) -> Option<PathBuf> {
     Some(folder)
 }
 
-/// Room for a build's kernels (a few MB) with a wide margin on the disk of `path`: CubeCL panics where a kernel
-/// cannot be written to its cache, so a nearly full disk gets no cache at all.
+/// Room for a build's kernels (a few MB) with a wide margin on the disk of `path`: CubeCL
+/// panics where a kernel cannot be written to its cache, so a nearly full disk gets no cache
+/// at all.
 #[cfg(unix)]
 #[allow(clippy::useless_conversion)] // statvfs's fields are u64 on Linux, narrower elsewhere
 fn has_room(path: &Path) -> bool {

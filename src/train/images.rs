@@ -22,9 +22,10 @@ use super::data_parallel::{self, DataParallel};
 use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
-use super::run::RunJob;
+use super::run::{Run, RunJob};
 use super::{
-    FusedAdamConfig, ImageTrainingConfig, RunContext, TrainError, TrainingSpeed, read_weights,
+    FusedAdamConfig, ImageTrainingConfig, RunContext, RunError, TrainError, TrainingSpeed,
+    read_weights,
 };
 use crate::backend::BackendKind;
 use crate::data::{
@@ -345,6 +346,14 @@ fn data_parallel_line<D: std::fmt::Debug>(
 pub struct ImageJob {
     pub config: ImageTrainingConfig,
     pub source: ImageSource,
+}
+
+impl Run<ImageJob> {
+    /// Trains on `backend`, then measures test accuracy. Not generic, so that the training
+    /// code is compiled once, in this crate, for all callers.
+    pub fn launch(self, backend: BackendKind) -> Result<ConfusionMatrix, RunError> {
+        self.launch_on(backend)
+    }
 }
 
 impl RunJob for ImageJob {

@@ -45,9 +45,12 @@ impl<J: RunJob> Run<J> {
         }
     }
 
-    /// Runs on `backend`. Monomorphized once per job and backend in the build, so the
-    /// training code is compiled here, not in every caller.
-    pub fn launch(self, backend: BackendKind) -> Result<J::Report, RunError> {
+    /// Runs on `backend`: what each job's `launch` does. Generic code is compiled in the
+    /// crate that names its concrete types, so callers outside this crate get a concrete
+    /// `launch` per job (`Run<ImageJob>`, `Run<TabularJob>`): the training code is then
+    /// compiled once, here, and not again in every example and test binary (about 6 minutes
+    /// of release build each).
+    pub(crate) fn launch_on(self, backend: BackendKind) -> Result<J::Report, RunError> {
         Ok(run_on(backend, self)??)
     }
 }

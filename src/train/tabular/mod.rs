@@ -26,8 +26,8 @@ use super::artifacts::{BestEpoch, plot_learning_curves};
 use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
-use super::run::RunJob;
-use super::{RunContext, TrainError, read_weights};
+use super::run::{Run, RunJob};
+use super::{RunContext, RunError, TrainError, read_weights};
 use crate::backend::BackendKind;
 use crate::data::{
     DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource, inferred_classes,
@@ -387,6 +387,14 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
 pub struct TabularJob {
     pub config: TabularConfig,
     pub data: TableSource,
+}
+
+impl Run<TabularJob> {
+    /// Trains on `backend`, then evaluates on the test split. Not generic, so that the
+    /// training code is compiled once, in this crate, for all callers.
+    pub fn launch(self, backend: BackendKind) -> Result<TabularReport, RunError> {
+        self.launch_on(backend)
+    }
 }
 
 impl RunJob for TabularJob {
