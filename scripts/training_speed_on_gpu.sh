@@ -10,8 +10,7 @@
 # STAGES what to run (default "lenet step cifar pytorch"; also "design-card": the mnist_cnn
 # example's defaults on CUDA, timed whole, with CubeCL's caches cold and warm; and
 # "ddp": the data-parallel build, packed as .device-bin/cubenet-ddp, on 1, 2 and 4 GPUs;
-# "processes": where several GPUs lose their speed, one process per GPU against one process
-# with a replica per GPU).
+# "processes": the data-parallel run against as many independent one-GPU runs at once).
 set -uo pipefail
 logs=${OUT:-gpu-out}
 mkdir -p "$logs"
@@ -77,36 +76,69 @@ wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --dat
 wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --model cifar --batches 512 \
   2>&1 | grep -v Warning | tee -a "$logs/pytorch-loop.md"
 
+# lenet_ddp NAME SECONDS FLAGS...: the data-parallel build's LeNet 32/64 on MNIST, data on
+# the device.
+lenet_ddp() {
+  local name=$1 limit=$2; shift 2
+  run "$name" "$limit" "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml \
+    --data-dir "$bin/mnist" --set training.workers=0 --artifact-dir "$work/$name" "$@"
+}
+# summary NAME: a run's data-parallel, speed and accuracy lines, on one line.
+summary() { echo "   $(grep -h 'data-parallel on\|training speed\|test accuracy' "$logs/$1.md" | tr '\n' ' ')"; }
+
 # Data-parallel (the ddp/ build, burn-train's DDP with NCCL): LeNet 32/64 on MNIST at batch
 # 256 per device on one GPU, then on 2 and 4 where the machine has them, each beside one GPU
 # at the same global batch (the accuracy to match); a run whose training set does not split
 # evenly, with early stopping after one epoch without improvement (it must end, not hang);
-# the CIFAR-shaped network at 512 per device on 2 and 4 GPUs (`cubenet bench --devices`,
-# 200-step epochs).
+# a run resumed; the CIFAR-shaped network at 512 per device on 1, 2 and 4 GPUs, in real runs
+# and in `cubenet bench --devices` (200-step epochs); PyTorch's DDP loop on the same GPUs.
 wants ddp && {
   gpus=$(nvidia-smi -L | wc -l)
   sets=0
   (( gpus >= 2 )) && sets="$sets 0,1"
   (( gpus >= 4 )) && sets="$sets 0,1,2,3"
-  ddp_run() {  # NAME SECONDS FLAGS...: LeNet on MNIST, data on the device
-    local name=$1 limit=$2; shift 2
-    run "$name" "$limit" "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml \
-      --data-dir "$bin/mnist" --set training.workers=0 --artifact-dir "$work/$name" "$@"
-    echo "   $(grep -h 'data-parallel on\|training speed\|test accuracy' "$logs/$name.md" | tr '\n' ' ')"
-  }
   for devices in $sets; do
     n=$(( $(tr -cd , <<< "$devices" | wc -c) + 1 ))
-    ddp_run "lenet-b256x$n" 120 --epochs 3 --batch-size 256 --devices "$devices"
-    (( n > 1 )) && ddp_run "lenet-b$((256 * n))x1" 120 --epochs 3 --batch-size $((256 * n)) --devices 0
+    lenet_ddp "lenet-b256x$n" 120 --epochs 3 --batch-size 256 --devices "$devices"
+    summary "lenet-b256x$n"
+    if (( n > 1 )); then
+      lenet_ddp "lenet-b$((256 * n))x1" 120 --epochs 3 --batch-size $((256 * n)) --devices 0
+      summary "lenet-b$((256 * n))x1"
+    fi
   done
-  ddp_run lenet-uneven-patience1 120 --batch-size 256 --devices "${sets##* }" --set data.limit_train=33337 \
-    --epochs 8 --set training.patience=1
+  lenet_ddp lenet-uneven-patience1 120 --batch-size 256 --devices "${sets##* }" \
+    --set data.limit_train=33337 --epochs 8 --set training.patience=1
+  summary lenet-uneven-patience1
   # Resume on several GPUs: a 2-epoch run continued to 3 epochs with --resume.
-  ddp_run lenet-resumed 120 --epochs 2 --batch-size 256 --devices "${sets##* }"
-  run lenet-resumed-3 120 "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml \
-    --data-dir "$bin/mnist" --set training.workers=0 --artifact-dir "$work/lenet-resumed" \
-    --epochs 3 --batch-size 256 --devices "${sets##* }" --resume
-  echo "   $(grep -h 'resum\|test accuracy' "$logs/lenet-resumed-3.md" | tr '\n' ' ')"
+  lenet_ddp lenet-resumed 120 --epochs 2 --batch-size 256 --devices "${sets##* }"
+  lenet_ddp lenet-resumed 120 --epochs 3 --batch-size 256 --devices "${sets##* }" --resume
+  echo "   $(grep -h 'resum\|test accuracy' "$logs/lenet-resumed.md" | tr '\n' ' ')"
+  # The CIFAR-shaped network (configs/cifar_cnn.toml) in real runs at batch 512 per GPU, on
+  # generated CIFAR-10 records (random pixels and labels: the speed counts, not the accuracy).
+  records=$work/cifar-records
+  python3 - "$records" <<'PY'
+import os, sys
+import numpy as np
+out, rng = sys.argv[1], np.random.default_rng(0)
+os.makedirs(out, exist_ok=True)
+for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+    records = rng.integers(0, 256, size=(10000, 1 + 3 * 32 * 32), dtype=np.uint8)
+    records[:, 0] %= 10
+    records.tofile(os.path.join(out, name))
+PY
+  for devices in $sets; do
+    n=$(( $(tr -cd , <<< "$devices" | wc -c) + 1 ))
+    run "cifar-b512x$n" 300 "$bin/cubenet-ddp" train --backend cuda --config configs/cifar_cnn.toml \
+      --set "data.dir=$records" --set training.workers=0 --epochs 4 --devices "$devices" \
+      --artifact-dir "$work/cifar-b512x$n"
+    summary "cifar-b512x$n"
+  done
+  # PyTorch's data-parallel loop (a process per GPU, DistributedDataParallel), LeNet at 256 per GPU.
+  for devices in $sets; do
+    n=$(( $(tr -cd , <<< "$devices" | wc -c) + 1 ))
+    torchrun --nproc-per-node "$n" bench/pytorch_training_loop.py --data-dir "$bin/mnist" \
+      --loops on-gpu --batches 256 2>&1 | grep -v -i warn | tee "$logs/pytorch-ddp-x$n.md" | grep lenet
+  done
   for devices in ${sets#0}; do
     run "cifar-ddp-$devices" 200 "$bin/cubenet-ddp" bench --variants cuda-cubenet --models cifar \
       --batches 512 --devices "$devices" --scaling-steps 200 --out "$work/cifar-ddp-$devices"
@@ -114,31 +146,26 @@ wants ddp && {
   done
 }
 
-# Where the data-parallel build loses its speed: LeNet 32/64 at batch 256 on one GPU alone,
-# then on N GPUs as N separate one-GPU processes started together (no all-reduce: what the
-# machine gives N independent runs), then as one process with a replica per GPU (the
-# data-parallel run), three rounds.
+# The data-parallel run against its ceiling: LeNet 32/64 at batch 256 on one GPU alone, then
+# on N GPUs as N separate one-GPU runs started together (no all-reduce: what the machine gives
+# N independent runs), then as the data-parallel run on N GPUs, three rounds.
 wants processes && {
   gpus=$(nvidia-smi -L | wc -l)
-  lenet_on() {  # NAME DEVICES: LeNet on MNIST, data on the device, 3 epochs
-    "$bin/cubenet-ddp" train --backend cuda --config configs/lenet.toml --data-dir "$bin/mnist" \
-      --set training.workers=0 --epochs 3 --batch-size 256 --devices "$2" \
-      --artifact-dir "$work/$1" > "$logs/$1.md" 2> "$logs/$1.log"
-  }
+  lenet_3() { local name=$1; shift; lenet_ddp "$name" 120 --epochs 3 --batch-size 256 "$@" > /dev/null; }
   speed() { grep -ho '[0-9]* images/s' "$logs/$1.md" | head -1; }
-  lenet_on processes-warm 0
+  lenet_3 processes-warm --devices 0
   for round in 1 2 3; do
-    lenet_on "alone-$round" 0
+    lenet_3 "alone-$round" --devices 0
     echo "== round $round, one GPU alone: $(speed "alone-$round")"
     for n in 2 4; do
       (( n > gpus )) && continue
-      for gpu in $(seq 0 $((n - 1))); do lenet_on "separate$n-$round-$gpu" "$gpu" & done
+      for gpu in $(seq 0 $((n - 1))); do lenet_3 "separate$n-$round-$gpu" --devices "$gpu" & done
       wait
       line=""
       for gpu in $(seq 0 $((n - 1))); do line="$line $(speed "separate$n-$round-$gpu"),"; done
-      echo "   $n separate processes:${line%,}"
-      lenet_on "replicas$n-$round" "$(seq -s, 0 $((n - 1)))"
-      echo "   one process, $n replicas: $(speed "replicas$n-$round")"
+      echo "   $n separate runs:${line%,}"
+      lenet_3 "parallel$n-$round" --devices "$(seq -s, 0 $((n - 1)))"
+      echo "   the data-parallel run on $n GPUs: $(speed "parallel$n-$round")"
     done
   done
 }
