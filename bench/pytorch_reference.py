@@ -12,7 +12,10 @@ merge both into one table.
   (`torch.compile`, default mode; skipped with a warning where it cannot run), both
   with TF32 disabled; `pytorch-eager-tf32` and `pytorch-compile-tf32` (`--variants
   eager-tf32,compile-tf32`) allow TF32 in cuDNN and cuBLAS, beside cubenet's
-  `cuda-cubenet-tf32`;
+  `cuda-cubenet-tf32`; `pytorch-eager-bf16` and `pytorch-compile-bf16` (`--variants
+  eager-bf16,compile-bf16`) are PyTorch's fastest setting for convolutions: bf16 autocast
+  (bf16 operands, fp32 accumulation, the loss in fp32) with channels_last models and
+  inputs, TF32 for what autocast leaves in fp32;
   with `--device cpu`, eager on the CPU as `pytorch-cpu` on `--threads` threads
   (default: every core this process may use), beside cubenet's `ndarray` variants;
 * each point: random data resident on the device, `--warmup` untimed steps, then
@@ -33,6 +36,8 @@ Run on a CUDA machine with PyTorch 2.x (no network needed):
         --data-dir .device-bin/mnist --out pytorch-simple.json
     python3 bench/pytorch_reference.py --device cpu --threads 2 --out pytorch-cpu.json
     python3 bench/pytorch_reference.py --blocks --batches 128,512 --out pytorch-blocks.json
+    python3 bench/pytorch_reference.py --models cifar,lenet --batches 512,1000 \
+        --variants eager-tf32,eager-bf16,compile-bf16 --out pytorch-fastest.json
 
 Progress goes to stderr, a markdown table of the step medians to stdout.
 """
@@ -54,8 +59,10 @@ from torch import nn
 
 MODELS = ("simple", "lenet", "mlp", "cifar")
 VARIANTS = {"eager": "pytorch-eager", "compile": "pytorch-compile",
-            "eager-tf32": "pytorch-eager-tf32", "compile-tf32": "pytorch-compile-tf32"}
-COMPILED = ("pytorch-compile", "pytorch-compile-tf32")
+            "eager-tf32": "pytorch-eager-tf32", "compile-tf32": "pytorch-compile-tf32",
+            "eager-bf16": "pytorch-eager-bf16", "compile-bf16": "pytorch-compile-bf16"}
+COMPILED = ("pytorch-compile", "pytorch-compile-tf32", "pytorch-compile-bf16")
+BF16 = ("pytorch-eager-bf16", "pytorch-compile-bf16")
 CPU_VARIANT = "pytorch-cpu"  # eager on the CPU; torch.compile is benchmarked on the GPU only
 LEARNING_RATE = 0.1
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081  # the Rust batcher's normalization
@@ -109,7 +116,7 @@ def parse_args():
     add("--sweep-filters-at-batch", type=int_at_least(1), default=1000)
     add("--sweep-batches-at-filters", type=int_at_least(1), default=256)
     add("--variants", type=name_list(tuple(VARIANTS)),
-        help="eager and/or compile [default: both on the GPU, eager on the CPU]")
+        help="[default: eager and compile on the GPU, eager on the CPU]")
     add("--warmup", type=int_at_least(0), default=10, help="untimed steps before timing")
     add("--repeats", type=int_at_least(1), default=30, help="timed steps per point")
     add("--out", default="results.json", help="JSON output, written atomically")
@@ -203,13 +210,26 @@ def configure_cuda():
     torch.backends.cudnn.benchmark = True
 
 
-def set_tf32(allowed):
+def set_precision(variant):
     """Strict fp32 for a fair comparison with cubenet's default, or TF32 in cuDNN and
-    cuBLAS for the `-tf32` variants."""
+    cuBLAS for the `-tf32` variants and for what autocast leaves in fp32 in the `-bf16` ones."""
     if DEVICE == "cuda":
+        allowed = variant.endswith("-tf32") or variant in BF16
         torch.backends.cuda.matmul.allow_tf32 = allowed
         torch.backends.cudnn.allow_tf32 = allowed
         torch.set_float32_matmul_precision("high" if allowed else "highest")
+
+
+def autocast(variant):
+    """bf16 autocast for the `-bf16` variants (a no-op context for the others): convolutions
+    and matmuls take bf16 operands and accumulate in fp32; the loss stays in fp32."""
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=variant in BF16)
+
+
+def memory_format(variant):
+    """channels_last, which cuDNN's bf16 tensor-core convolutions want, for the `-bf16`
+    variants; PyTorch's default layout for the others."""
+    return torch.channels_last if variant in BF16 else torch.contiguous_format
 
 
 def root_cause(error):
@@ -259,8 +279,8 @@ def new_trainer(name, filters, variant):
 
     The step has no .item() or other host sync, so the timer sees the GPU work."""
     torch.manual_seed(0)
-    set_tf32(variant.endswith("-tf32"))
-    model = build_model(name, filters).to(DEVICE)
+    set_precision(variant)
+    model = build_model(name, filters).to(DEVICE, memory_format=memory_format(variant))
     forward = model
     if variant in COMPILED:
         # An empty cache per model: static shapes per point, and no recompile limit
@@ -272,7 +292,8 @@ def new_trainer(name, filters, variant):
 
     def step(x, y):
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(forward(x), y)
+        with autocast(variant):
+            loss = loss_fn(forward(x), y)
         loss.backward()
         optimizer.step()
 
@@ -299,6 +320,7 @@ def bench_point(name, batch, filters, variant, warmup, repeats):
     """One "steps" entry: a training step timed on seeded random data on the device."""
     _, step = new_trainer(name, filters, variant)
     x = torch.randn(batch, *input_shape(name), device=DEVICE)
+    x = x.contiguous(memory_format=memory_format(variant))
     y = torch.randint(0, 10, (batch,), device=DEVICE)
     timing = time_steps(step, x, y, warmup, repeats)
     log(f"{variant} {describe(name, filters)} batch={batch}: {timing['median_ms']:.2f} ms")
@@ -313,20 +335,27 @@ def bench_blocks(batch, variant, warmup, repeats):
     side = input_shape("cifar")[1]
     for index, (inputs, outputs) in enumerate(CIFAR_BLOCKS):
         torch.manual_seed(0)
-        set_tf32(variant.endswith("-tf32"))
-        block = nn.Sequential(*cifar_block(inputs, outputs)).to(DEVICE)
+        set_precision(variant)
+        layout = memory_format(variant)
+        block = nn.Sequential(*cifar_block(inputs, outputs)).to(DEVICE, memory_format=layout)
         forward = block
         if variant in COMPILED:
             torch._dynamo.reset()
             forward = torch.compile(block)
         # The first block is fed with data: no input gradient, as in a training step.
-        x = torch.randn(batch, inputs, side, side, device=DEVICE, requires_grad=index > 0)
-        grad = torch.randn(batch, outputs, side // 2, side // 2, device=DEVICE)
+        x = torch.randn(batch, inputs, side, side, device=DEVICE).contiguous(memory_format=layout)
+        x.requires_grad_(index > 0)
+        # The gradient in the block output's dtype and layout, as the next block hands it back.
+        dtype = torch.bfloat16 if variant in BF16 else torch.float32
+        grad = torch.randn(batch, outputs, side // 2, side // 2, device=DEVICE, dtype=dtype)
+        grad = grad.contiguous(memory_format=layout)
 
         def run(x, grad):
             block.zero_grad(set_to_none=True)
             x.grad = None
-            forward(x).backward(grad)
+            with autocast(variant):
+                y = forward(x)
+            y.backward(grad)
 
         timing = time_steps(run, x, grad, warmup, repeats)
         shape = f"conv 3x3 {inputs}→{outputs} on {side}x{side}"
@@ -396,6 +425,7 @@ def run_epoch(name, filters, variant, batch, warmup, train, test):
     recompilation) falls inside the timed epoch; 60,000 / 1000 has none."""
     model, step = new_trainer(name, filters, variant)
     images, labels = train
+    images = images.contiguous(memory_format=memory_format(variant))
     for _ in range(warmup):
         step(images[:batch], labels[:batch])
     synchronize()

@@ -6,8 +6,9 @@
 //! file left by a killed process is never taken for the real one (resuming a run clears
 //! those in its checkpoint directory).
 //!
-//! For tests of what a full disk does, `CUBENET_DISK_FULL_AFTER=N` makes this writer fail
-//! with ENOSPC once the files written through it in this process exceed `N` bytes.
+//! For tests of what a full disk does, `CUBENET_DISK_FULL_AFTER=N` makes this writer (and
+//! the metric logs, which grow line by line) fail with ENOSPC once the bytes written through
+//! them in this process exceed `N`.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -95,6 +96,12 @@ fn simulated_disk() -> &'static SimulatedDisk {
             .ok()
             .and_then(|bytes| bytes.parse().ok()),
     })
+}
+
+/// Counts `bytes` about to be written against the disk of `CUBENET_DISK_FULL_AFTER`; ENOSPC
+/// once past its capacity, always `Ok` without it.
+pub(crate) fn take_from_simulated_disk(bytes: u64) -> io::Result<()> {
+    simulated_disk().take(bytes)
 }
 
 /// Flushes the directory holding `path`, which records a rename into it.

@@ -6,7 +6,6 @@ use std::fmt::Write;
 use super::report::{PhaseRecord, Report, StepRecord};
 use super::sweep::{BenchModel, Point};
 use super::variant::Variant;
-use crate::model::Precision;
 
 /// Fewer timed steps than this are flagged in the tables (a median of fewer is noisy).
 pub const FULL_RUNS: usize = 20;
@@ -19,12 +18,14 @@ const GPU_BASELINES: [Variant; 4] = [
     Variant::PytorchCompile,
 ];
 
-/// The variants a TF32 variant's speedups are given against: its own fp32 run and PyTorch
-/// with TF32 allowed.
-const TF32_BASELINES: [Variant; 3] = [
+/// The variants a TF32 variant's speedups are given against: its own fp32 run and PyTorch's
+/// fast settings, TF32 and bf16 autocast with channels_last.
+const TF32_BASELINES: [Variant; 5] = [
     Variant::CudaCubenet,
     Variant::PytorchEagerTf32,
     Variant::PytorchCompileTf32,
+    Variant::PytorchEagerBf16,
+    Variant::PytorchCompileBf16,
 ];
 
 /// The variants an all-cores CPU variant's speedups are given against: PyTorch on the same
@@ -111,7 +112,7 @@ impl Report {
     fn speedups(&self, out: &mut String, model: BenchModel, cubenet: Variant, points: &[Point]) {
         let baselines = if cubenet.is_single_thread() {
             &[][..]
-        } else if cubenet.precision() == Precision::Tf32 {
+        } else if cubenet == Variant::CudaCubenetTf32 {
             &TF32_BASELINES[..]
         } else if cubenet.is_cpu() {
             &CPU_BASELINES[..]

@@ -64,13 +64,18 @@ pub enum Variant {
     PytorchEagerTf32,
     /// `torch.compile` with TF32 allowed.
     PytorchCompileTf32,
+    /// PyTorch eager with bf16 autocast and channels_last: PyTorch's fastest setting for
+    /// convolutions.
+    PytorchEagerBf16,
+    /// `torch.compile` with bf16 autocast and channels_last.
+    PytorchCompileBf16,
     /// PyTorch eager on the CPU (from `bench/pytorch_reference.py --device cpu`).
     PytorchCpu,
 }
 
 impl Variant {
     /// Every variant, in table order.
-    pub const ALL: [Variant; 14] = [
+    pub const ALL: [Variant; 16] = [
         Variant::Ndarray,
         Variant::NdarrayBurn,
         Variant::NdarraySingleThread,
@@ -84,6 +89,8 @@ impl Variant {
         Variant::PytorchCompile,
         Variant::PytorchEagerTf32,
         Variant::PytorchCompileTf32,
+        Variant::PytorchEagerBf16,
+        Variant::PytorchCompileBf16,
         Variant::PytorchCpu,
     ];
 
@@ -107,23 +114,19 @@ impl Variant {
             | Variant::PytorchCompile
             | Variant::PytorchEagerTf32
             | Variant::PytorchCompileTf32
+            | Variant::PytorchEagerBf16
+            | Variant::PytorchCompileBf16
             | Variant::PytorchCpu => return None,
+        };
+        let precision = match self {
+            Variant::CudaCubenetTf32 => Precision::Tf32,
+            _ => Precision::Fp32,
         };
         Some(BurnSetup {
             backend,
             kernels,
-            precision: self.precision(),
+            precision,
         })
-    }
-
-    /// How the variant's convolutions multiply.
-    pub fn precision(self) -> Precision {
-        match self {
-            Variant::CudaCubenetTf32 | Variant::PytorchEagerTf32 | Variant::PytorchCompileTf32 => {
-                Precision::Tf32
-            }
-            _ => Precision::Fp32,
-        }
     }
 
     /// Whether the variant runs on the CPU (and so gets the capped protocol).

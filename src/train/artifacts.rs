@@ -11,7 +11,7 @@ use burn::train::LearnerSummary;
 
 use super::TrainError;
 use super::checkpoints::Checkpoints;
-use super::recorder::{ModelRecorder, load_record};
+use super::recorder::{load_record, write_record};
 use crate::atomic_file::write_atomically;
 use crate::plot::{Axis, Panel, Scale, Series, plot_panels};
 
@@ -33,12 +33,7 @@ pub fn save_config<C: serde::Serialize>(dir: &Path, config: &C) -> Result<PathBu
 /// Saves the weights of `model` in full precision as `dir/model.mpk`.
 pub fn save_model<B: Backend, M: Module<B>>(dir: &Path, model: M) -> Result<PathBuf, TrainError> {
     let path = dir.join(MODEL_FILE);
-    model
-        .save_file(&path, &ModelRecorder::new())
-        .map_err(|e| TrainError::Record {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+    write_record::<B, _>(&path, model.into_record())?;
     Ok(path)
 }
 

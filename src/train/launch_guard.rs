@@ -12,10 +12,11 @@
 //! the epoch it hit is neither validated nor checkpointed, and checkpoints are written
 //! atomically, so the last one on disk is whole and from before the failure.
 //!
-//! burn-train writes its metric logs and `experiment.log` on threads of its own and panics
-//! when a write fails (`Can log an item.: Os { code: 28, … }` on a full disk); the panics that
-//! follow (closed channels, a joined thread) are its consequences. The first such panic
-//! becomes one line naming the artifact directory and the OS's reason.
+//! Third-party code that writes files during training panics when a write fails (CubeCL's
+//! kernel cache: `Os { code: 28, … }` on a full disk); the panics that follow (closed
+//! channels, a joined thread) are its consequences. The first such panic becomes one line
+//! naming the artifact directory and the OS's reason. cubenet's own writes (checkpoints,
+//! metric logs) report their failures through the [`TrainingWatch`] instead.
 
 use std::io;
 use std::path::Path;
@@ -142,7 +143,7 @@ mod tests {
         let full = "Can log an item.: Os { code: 28, kind: StorageFull, message: \"No space \
                     left on device\" }";
         let err = guard_launch(64, Path::new("artifacts/run"), &watch, || {
-            // burn-train's logger thread fails; the loop then fails on its closed channel.
+            // A writer's thread fails; the loop then fails on its closed channel.
             let _ = std::thread::spawn(move || -> u8 { panic!("{full}") }).join();
             panic!("Can log using the logger thread.: SendError {{ .. }}")
         })

@@ -75,9 +75,10 @@ impl RunLength {
 
 /// Full-precision checkpoints of every epoch, written atomically ([`restore_best_epoch`]
 /// reloads the best and prunes the others but the last), early stopping on the validation
-/// loss, the resume point, metric logs numbered by the true epoch after a resume
-/// ([`EpochMetricLogger`]), the [`TrainingWatch`], CUDA statistics on the dashboard of a
-/// CUDA device, one line per epoch instead of the dashboard when stdout is not a terminal,
+/// loss, the resume point, metric logs that stop the run when a write fails and are
+/// numbered by the true epoch after a resume ([`EpochMetricLogger`]), the
+/// [`TrainingWatch`], CUDA statistics on the dashboard of a CUDA device, one line per epoch
+/// instead of the dashboard when stdout is not a terminal,
 /// and burn-train's application log `experiment.log` in `dir`. That log is installed here
 /// rather than by `launch` because its panic hook prints a banner: installed before the
 /// launch guard's hook ([`super::launch_guard`]), it only sees the panics the guard
@@ -104,7 +105,11 @@ where
     let _ = FileApplicationLoggerInstaller::new(dir.join(EXPERIMENT_LOG)).install();
     let mut training = training
         .with_application_logger(None)
-        .with_metric_logger(EpochMetricLogger::new(dir, length.resume_after))
+        .with_metric_logger(EpochMetricLogger::new(
+            dir,
+            length.resume_after,
+            watch.clone(),
+        ))
         .with_file_checkpointer(ModelRecorder::stopping(watch.clone()))
         .with_checkpointing_strategy(SaveEveryEpoch)
         .early_stopping(PatienceStopping {

@@ -34,10 +34,6 @@ pub struct ModelRecorder {
 }
 
 impl ModelRecorder {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// A recorder whose failed writes stop training through `watch`.
     pub fn stopping(watch: TrainingWatch) -> Self {
         Self {
@@ -87,6 +83,21 @@ impl<B: Backend> FileRecorder<B> for ModelRecorder {
     fn file_extension() -> &'static str {
         RECORD_EXTENSION
     }
+}
+
+/// Writes `record` to the record file at `path` as [`ModelRecorder`] does, atomically; a
+/// failed write names the path and the OS's reason.
+pub(super) fn write_record<B: Backend, R: Record<B>>(
+    path: &Path,
+    record: R,
+) -> Result<(), TrainError> {
+    let recorder = NamedMpkBytesRecorder::<FullPrecisionSettings>::default();
+    let bytes = Recorder::<B>::record(&recorder, record, ()).map_err(|e| TrainError::Record {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    write_atomically(path, &bytes)?;
+    Ok(())
 }
 
 /// Why a record file's bytes give no record.

@@ -116,7 +116,7 @@ struct Record {
     /// In epoch order.
     epochs: Vec<EpochRecord>,
     failure: Option<NonFiniteLoss>,
-    /// The first checkpoint that could not be written.
+    /// The first checkpoint or metric log that could not be written.
     failed_write: Option<WriteError>,
 }
 
@@ -159,15 +159,14 @@ impl TrainingWatch {
         self.interrupter.stop(Some(reason));
     }
 
-    /// Stops training at a checkpoint that could not be written (a full disk), keeping the
-    /// first such error for [`Self::take_write_failure`].
+    /// Stops training at a checkpoint or metric log that could not be written (a full
+    /// disk), keeping the first such error for [`Self::take_write_failure`].
     pub fn write_failed(&self, error: WriteError) {
         self.lock().failed_write.get_or_insert(error);
-        self.interrupter
-            .stop(Some("a checkpoint could not be written"));
+        self.interrupter.stop(Some("a file could not be written"));
     }
 
-    /// The first checkpoint write that failed, if one did.
+    /// The first checkpoint or metric-log write that failed, if one did.
     pub fn take_write_failure(&self) -> Option<WriteError> {
         self.lock().failed_write.take()
     }

@@ -184,6 +184,25 @@ fn variant_and_model_names_agree_across_cli_json_and_tables() {
     }
 }
 
+/// Every variant label that bench/pytorch_reference.py writes is one the merge reads.
+#[test]
+fn pytorch_reference_variants_are_known_to_the_merge() {
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/bench/pytorch_reference.py"
+    ))
+    .unwrap();
+    let labels: Vec<&str> = script
+        .split('"')
+        .filter(|quoted| quoted.starts_with("pytorch-"))
+        .collect();
+    assert!(labels.contains(&"pytorch-compile-bf16"), "{labels:?}");
+    for label in labels {
+        let parsed: Result<Variant, _> = serde_json::from_str(&format!("\"{label}\""));
+        assert!(parsed.is_ok(), "{label} is not a variant of the merge");
+    }
+}
+
 #[test]
 fn reports_round_trip_and_schema_errors_name_the_file() {
     let dir = tempfile::tempdir().unwrap();

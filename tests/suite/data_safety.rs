@@ -184,13 +184,14 @@ fn a_truncated_model_file_is_called_damaged() {
     );
 }
 
-/// Every file a run writes goes through the one atomic writer; a disk that fills at any
-/// point stops the run with one line naming the file, and leaves no partial or empty file.
+/// Every file a run writes goes through the atomic writer or the metric logs; a disk that
+/// fills at any point stops the run with one line naming the file, and leaves no partial or
+/// empty file.
 #[test]
 fn a_full_disk_is_one_line_and_leaves_no_partial_file() {
     let root = tempfile::tempdir().unwrap();
     let mut failed_files = Vec::new();
-    for capacity in [0, 300, 700, 1500, 3000, 6000] {
+    for capacity in (0..=6000).step_by(50) {
         let dir = root.path().join(format!("disk-{capacity}"));
         let (output, stdout, stderr) =
             run(xor(&dir, 3, &[]).env("CUBENET_DISK_FULL_AFTER", capacity.to_string()));
@@ -217,7 +218,9 @@ fn a_full_disk_is_one_line_and_leaves_no_partial_file() {
             );
         }
     }
-    // The capacities reach the run file, the run's settings and a checkpoint.
+    // The capacities reach the run file, the run's settings and a checkpoint. Where the
+    // metric logs fail depends on when burn-train's event thread writes them, beside the
+    // checkpoints: their failure is tested in the library's metric-log tests.
     for written in ["run.toml", "run-settings.json", ".mpk:"] {
         assert!(
             failed_files.iter().any(|line| line.contains(written)),
