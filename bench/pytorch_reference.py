@@ -15,7 +15,7 @@ merge both into one table.
   `cuda-cubenet-tf32`; `pytorch-eager-bf16` and `pytorch-compile-bf16` (`--variants
   eager-bf16,compile-bf16`) are PyTorch's fastest setting for convolutions: bf16 autocast
   (bf16 operands, fp32 accumulation, the loss in fp32) with channels_last models and
-  inputs, TF32 for what autocast leaves in fp32;
+  inputs, TF32 for what autocast leaves in fp32, beside cubenet's `cuda-cubenet-bf16`;
   with `--device cpu`, eager on the CPU as `pytorch-cpu` on `--threads` threads
   (default: every core this process may use), beside cubenet's `ndarray` variants;
 * each point: random data resident on the device, `--warmup` untimed steps, then

@@ -56,7 +56,7 @@ struct Args {
     /// linear layers
     #[arg(long, value_enum)]
     kernels: Option<KernelPath>,
-    /// `model.precision`: fp32, or tf32 on the tensor cores (CUDA) in multi-channel
+    /// `model.precision`: fp32, or tf32 or bf16 on the tensor cores (CUDA) in multi-channel
     /// convolutions
     #[arg(long)]
     precision: Option<Precision>,

@@ -61,7 +61,7 @@ struct Args {
     /// Fraction of the steps over which the learning rate rises from 0 to its peak
     #[arg(long, default_value_t = schedule_defaults().warmup)]
     warmup: f64,
-    /// How the convolutions multiply (tf32: on the tensor cores where the GPU has them)
+    /// How the convolutions multiply (tf32, bf16: on the tensor cores where the GPU has them)
     #[arg(long, default_value_t = Precision::default())]
     precision: Precision,
     /// Runs, with seeds 0..N

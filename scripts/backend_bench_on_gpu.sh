@@ -11,8 +11,9 @@
 #   scripts/backend_bench_on_gpu.sh cpu    # ndarray on all cores and on one thread, wgpu
 #   scripts/backend_bench_on_gpu.sh headline  # the single-conv CNN and LeNet: cubenet and
 #                                             # PyTorch eager in one call, then the MNIST speedrun
-#   scripts/backend_bench_on_gpu.sh fastest   # cubenet fp32 and TF32 against PyTorch's fastest
-#                                             # settings (TF32; bf16 autocast + channels_last)
+#   scripts/backend_bench_on_gpu.sh fastest   # cubenet fp32, TF32 and bf16 against PyTorch's
+#                                             # fastest settings (TF32; bf16 autocast +
+#                                             # channels_last)
 # and merge everything into one set of tables and plots:
 #   cargo run --release -- bench --merge-only --out docs/benchmarks \
 #       $(for f in $OUT/*/results.json $OUT/pytorch-*.json; do echo --merge $f; done)
@@ -75,13 +76,15 @@ case $stage in
     ;;
   fastest)
     # The CIFAR-shaped network and LeNet at batch 512 and 1000, the single-conv CNN at d=256,
-    # each in fp32, TF32 and PyTorch's bf16 autocast with channels_last, eager and compiled.
+    # each in fp32, TF32, bf16 and PyTorch's bf16 autocast with channels_last, eager and
+    # compiled.
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
     points="--models cifar,lenet,simple --batches 512,1000 --filters 256 --sweep-filters-at-batch 1000
       --sweep-batches-at-filters 256"
-    torch pytorch-fastest-eager 120 --variants eager,eager-tf32,eager-bf16 $points --no-epoch
-    bench cuda-cubenet-fastest 260 --variants cuda-cubenet,cuda-cubenet-tf32 $points --no-phases
-    torch pytorch-fastest-compile 200 --variants compile-tf32,compile-bf16 $points --no-epoch
+    torch pytorch-fastest-eager 100 --variants eager,eager-tf32,eager-bf16 $points --no-epoch
+    bench cuda-cubenet-fastest 290 --variants cuda-cubenet,cuda-cubenet-tf32,cuda-cubenet-bf16 \
+      $points --no-phases
+    torch pytorch-fastest-compile 180 --variants compile-tf32,compile-bf16 $points --no-epoch
     "$bin/cubenet" bench --merge-only --out "$out/fastest" --merge "$out/cuda-cubenet-fastest/results.json" \
       --merge "$out/pytorch-fastest-eager.json" --merge "$out/pytorch-fastest-compile.json" > /dev/null
     cat "$out/fastest/results.md"

@@ -19,11 +19,13 @@
 #                                   # and PyTorch; the speedrun, cubenet and PyTorch
 #   scripts/gpu_stages.sh export    # LeNet trained on CUDA, exported, its test accuracy in
 #                                   # cubenet and in PyTorch from the export
+#   scripts/gpu_stages.sh precision # training in fp32, tf32 and bf16: LeNet's test accuracy,
+#                                   # the CIFAR-shaped network's loss curve
 # Several stages in one call: scripts/gpu_stages.sh check ab profile. A stage whose binary
 # was not packed is skipped with a line saying so.
 # The conv family's kernel tests (what the implicit-GEMM work checked before each timing):
 #   KERNEL_TESTS="conv2d_matches_burn conv_relu_pool_matches_burn conv_relu_pool_gradients
-#     max_pool tf32" scripts/gpu_stages.sh check
+#     max_pool tf32 bf16" scripts/gpu_stages.sh check
 # Logs go to $OUT/logs (tarred into $OUT/logs.tgz at the end: a device call returns 8 files).
 set -uo pipefail
 out=${OUT:-gpu-out}
@@ -46,7 +48,21 @@ has() {
   done
 }
 
-for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export ...}"; do
+# epoch_losses DIR: each epoch's mean training and validation loss of the run in DIR.
+epoch_losses() {
+  python3 - "$1" <<'PY'
+import glob, os, sys
+def mean(path):
+    pairs = [line.split(",") for line in open(path) if line.strip()]
+    return sum(float(v) * int(n) for v, n in pairs) / sum(int(n) for _, n in pairs)
+for split in ("train", "valid"):
+    epochs = sorted(glob.glob(os.path.join(sys.argv[1], split, "epoch-*")),
+                    key=lambda d: int(d.rsplit("-", 1)[1]))
+    print(f"   {split} loss:", " ".join(f"{mean(os.path.join(d, 'Loss.log')):.4f}" for d in epochs))
+PY
+}
+
+for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|precision ...}"; do
   case $stage in
     check)
       has kernels || continue
@@ -87,6 +103,26 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export 
       tail -1 "$logs/export-train.md" "$logs/export-eval-run.md" "$logs/export-eval-export.md" \
         "$logs/export-pytorch.md"
       cat "$logs/export-write.md"
+      ;;
+    precision)
+      has cubenet || continue
+      # The same seed and data in each precision: LeNet 32/64 on MNIST, 3 epochs; the
+      # CIFAR-shaped network on generated records whose classes can be learnt, 3 epochs.
+      for precision in fp32 tf32 bf16; do
+        run "lenet-$precision" 200 "$bin/cubenet" train --config configs/lenet.toml \
+          --backend cuda --data-dir "$bin/mnist" --epochs 3 --set "model.precision=\"$precision\"" \
+          --artifact-dir "/tmp/lenet-$precision"
+        echo "   $(grep -h 'test accuracy' "$logs/lenet-$precision.md")"
+        epoch_losses "/tmp/lenet-$precision"
+      done
+      python3 scripts/generated_cifar.py /tmp/cifar-learnable --learnable
+      for precision in fp32 bf16; do
+        run "cifar-$precision" 240 "$bin/cubenet" train --config configs/cifar_cnn.toml \
+          --backend cuda --set data.dir=/tmp/cifar-learnable --epochs 3 \
+          --set "model.precision=\"$precision\"" --artifact-dir "/tmp/cifar-$precision"
+        echo "   $(grep -h 'test accuracy' "$logs/cifar-$precision.md")"
+        epoch_losses "/tmp/cifar-$precision"
+      done
       ;;
     ab)
       has cubenet cubenet-base || continue

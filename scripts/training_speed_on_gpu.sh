@@ -116,16 +116,7 @@ wants ddp && {
   # The CIFAR-shaped network (configs/cifar_cnn.toml) in real runs at batch 512 per GPU, on
   # generated CIFAR-10 records (random pixels and labels: the speed counts, not the accuracy).
   records=$work/cifar-records
-  python3 - "$records" <<'PY'
-import os, sys
-import numpy as np
-out, rng = sys.argv[1], np.random.default_rng(0)
-os.makedirs(out, exist_ok=True)
-for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
-    records = rng.integers(0, 256, size=(10000, 1 + 3 * 32 * 32), dtype=np.uint8)
-    records[:, 0] %= 10
-    records.tofile(os.path.join(out, name))
-PY
+  python3 scripts/generated_cifar.py "$records"
   for devices in $sets; do
     n=$(( $(tr -cd , <<< "$devices" | wc -c) + 1 ))
     run "cifar-b512x$n" 300 "$bin/cubenet-ddp" train --backend cuda --config configs/cifar_cnn.toml \

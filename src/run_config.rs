@@ -345,8 +345,8 @@ pub enum ModelSection {
         layers: LayerSpecs,
         #[serde(default = "default_cnn_kernels")]
         kernels: KernelPath,
-        /// `tf32`: the multi-channel convolutions on the tensor cores (CUDA), an opt-in
-        /// trade of exactness for speed; the presets take it too.
+        /// `tf32` or `bf16`: the multi-channel convolutions on the tensor cores (CUDA), an
+        /// opt-in trade of exactness for speed; the presets take it too.
         #[serde(default = "default_precision")]
         precision: Precision,
         /// Start from these weights (see [`ModelSection::init_from`]).
@@ -994,6 +994,10 @@ mod tests {
         assert_eq!(
             precision(&format!("{cnn}precision = \"tf32\"\n")),
             Precision::Tf32
+        );
+        assert_eq!(
+            precision("kind = \"lenet\"\nprecision = \"bf16\"\n"),
+            Precision::Bf16
         );
         let err =
             parse("[data]\nkind = \"mnist\"\n[model]\nkind = \"lenet\"\nprecision = \"fp16\"\n")

@@ -48,11 +48,16 @@ pub enum Precision {
     /// fp32 multiply-adds, exact to fp32 rounding against the references.
     #[default]
     Fp32,
-    /// The multi-channel GEMMs' forward and input gradient on the tensor cores, which read
-    /// each fp32 operand as TF32 (10-bit mantissa) and accumulate in fp32, as PyTorch does
-    /// with `allow_tf32`. Runtimes without TF32 matrix units (or an element type other
-    /// than f32) compute in fp32, as do the weight gradient and every other op.
+    /// The multi-channel GEMMs (forward, input and weight gradients) on the tensor cores,
+    /// which read each fp32 operand as TF32 (10-bit mantissa) and accumulate in fp32, as
+    /// PyTorch does with `allow_tf32`. Runtimes without TF32 matrix units (or an element
+    /// type other than f32) compute in fp32, as does every other op.
     Tf32,
+    /// The same GEMMs on the tensor cores with each operand rounded to bf16 (8-bit
+    /// significand) and fp32 sums, as PyTorch's bf16 autocast multiplies; activations,
+    /// weights, gradients and every other op stay fp32. Runtimes without bf16 matrix units
+    /// (the CPU, Vulkan) compute in fp32.
+    Bf16,
 }
 
 impl std::fmt::Display for Precision {
@@ -60,6 +65,7 @@ impl std::fmt::Display for Precision {
         f.write_str(match self {
             Precision::Fp32 => "fp32",
             Precision::Tf32 => "tf32",
+            Precision::Bf16 => "bf16",
         })
     }
 }
@@ -71,7 +77,8 @@ impl std::str::FromStr for Precision {
         match name {
             "fp32" => Ok(Precision::Fp32),
             "tf32" => Ok(Precision::Tf32),
-            other => Err(format!("unknown precision {other:?} (fp32 or tf32)")),
+            "bf16" => Ok(Precision::Bf16),
+            other => Err(format!("unknown precision {other:?} (fp32, tf32 or bf16)")),
         }
     }
 }

@@ -18,9 +18,9 @@ const GPU_BASELINES: [Variant; 4] = [
     Variant::PytorchCompile,
 ];
 
-/// The variants a TF32 variant's speedups are given against: its own fp32 run and PyTorch's
-/// fast settings, TF32 and bf16 autocast with channels_last.
-const TF32_BASELINES: [Variant; 5] = [
+/// The variants a TF32 or bf16 variant's speedups are given against: its own fp32 run and
+/// PyTorch's fast settings, TF32 and bf16 autocast with channels_last.
+const TENSOR_CORE_BASELINES: [Variant; 5] = [
     Variant::CudaCubenet,
     Variant::PytorchEagerTf32,
     Variant::PytorchCompileTf32,
@@ -95,6 +95,7 @@ impl Report {
             for cubenet in [
                 Variant::CudaCubenet,
                 Variant::CudaCubenetTf32,
+                Variant::CudaCubenetBf16,
                 Variant::WgpuCubenet,
                 Variant::Ndarray,
                 Variant::NdarraySingleThread,
@@ -112,8 +113,8 @@ impl Report {
     fn speedups(&self, out: &mut String, model: BenchModel, cubenet: Variant, points: &[Point]) {
         let baselines = if cubenet.is_single_thread() {
             &[][..]
-        } else if cubenet == Variant::CudaCubenetTf32 {
-            &TF32_BASELINES[..]
+        } else if matches!(cubenet, Variant::CudaCubenetTf32 | Variant::CudaCubenetBf16) {
+            &TENSOR_CORE_BASELINES[..]
         } else if cubenet.is_cpu() {
             &CPU_BASELINES[..]
         } else {

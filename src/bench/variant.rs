@@ -52,6 +52,8 @@ pub enum Variant {
     /// CUDA, cubenet's kernels with the multi-channel convolutions in TF32 on the tensor
     /// cores (opt-in; not run by default).
     CudaCubenetTf32,
+    /// The same with the products' operands rounded to bf16 (opt-in; not run by default).
+    CudaCubenetBf16,
     /// wgpu (Vulkan), Burn's own kernels.
     WgpuBurn,
     /// wgpu (Vulkan), cubenet's kernels.
@@ -75,7 +77,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in table order.
-    pub const ALL: [Variant; 16] = [
+    pub const ALL: [Variant; 17] = [
         Variant::Ndarray,
         Variant::NdarrayBurn,
         Variant::NdarraySingleThread,
@@ -83,6 +85,7 @@ impl Variant {
         Variant::CudaBurn,
         Variant::CudaCubenet,
         Variant::CudaCubenetTf32,
+        Variant::CudaCubenetBf16,
         Variant::WgpuBurn,
         Variant::WgpuCubenet,
         Variant::PytorchEager,
@@ -105,7 +108,7 @@ impl Variant {
                 (BackendKind::Ndarray, KernelPath::Burn)
             }
             Variant::CudaBurn => (BackendKind::Cuda, KernelPath::Burn),
-            Variant::CudaCubenet | Variant::CudaCubenetTf32 => {
+            Variant::CudaCubenet | Variant::CudaCubenetTf32 | Variant::CudaCubenetBf16 => {
                 (BackendKind::Cuda, KernelPath::Custom)
             }
             Variant::WgpuBurn => (BackendKind::Wgpu, KernelPath::Burn),
@@ -120,6 +123,7 @@ impl Variant {
         };
         let precision = match self {
             Variant::CudaCubenetTf32 => Precision::Tf32,
+            Variant::CudaCubenetBf16 => Precision::Bf16,
             _ => Precision::Fp32,
         };
         Some(BurnSetup {

@@ -26,7 +26,8 @@ pub struct CnnConfig {
     /// Which implementation runs the convolutions, pools and dense layers.
     #[config(default = "KernelPath::Custom")]
     pub kernels: KernelPath,
-    /// How cubenet's kernels multiply in the convolutions (`tf32`: on the tensor cores).
+    /// How cubenet's kernels multiply in the convolutions (`tf32`, `bf16`: on the tensor
+    /// cores).
     #[config(default = "Precision::Fp32")]
     pub precision: Precision,
 }

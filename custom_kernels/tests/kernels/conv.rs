@@ -1,16 +1,16 @@
-//! `conv2d` forward and all three gradients against Burn's conv2d, in fp32 and in TF32.
+//! `conv2d` forward and all three gradients against Burn's conv2d, in fp32, TF32 and bf16.
 
 use burn::prelude::*;
-use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
+use burn::tensor::{bf16, module};
 use cubenet_kernels::{AutodiffKernelBackend, Precision};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::cases::{CASES, ConvCase, values};
 use crate::harness::{
-    KernelCheck, LayerResult, Reference, TOLERANCE, compare_results_within, floats,
-    on_each_backend, tensor, tolerance_at,
+    KernelCheck, LayerResult, Reference, compare_results_within, floats, on_each_backend, tensor,
+    tolerance_at,
 };
 
 /// Inputs of one conv case, as host data, and the output's incoming gradient.
@@ -29,6 +29,33 @@ impl ConvData {
             weight: values(&mut rng, case.weight_shape().iter().product()),
             bias: values(&mut rng, case.c_out),
             upstream: values(&mut rng, upstream_len),
+        }
+    }
+
+    /// The same data rounded to bf16: values the tensor cores' bf16 operands hold
+    /// exactly, whose products are then exact at every precision.
+    fn rounded_to_bf16(self) -> Self {
+        let round = |values: Vec<f32>| {
+            values
+                .into_iter()
+                .map(|v| bf16::from_f32(v).to_f32())
+                .collect()
+        };
+        Self {
+            x: round(self.x),
+            weight: round(self.weight),
+            bias: round(self.bias),
+            upstream: round(self.upstream),
+        }
+    }
+
+    /// [`ConvData::random`], rounded to bf16 where `bf16_values`.
+    pub fn random_at(case: &ConvCase, upstream_len: usize, bf16_values: bool) -> Self {
+        let data = Self::random(case, upstream_len);
+        if bf16_values {
+            data.rounded_to_bf16()
+        } else {
+            data
         }
     }
 }
@@ -90,9 +117,11 @@ pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {
 }
 
 /// `random_cases` of the seeded random sequence `base`, then a large grid and the networks'
-/// layers, at `precision`.
+/// layers, at `precision`, on any values or on `bf16_values` only (see
+/// [`tolerance_at`]).
 struct ConvCheck {
     precision: Precision,
+    bf16_values: bool,
     base: u64,
     random_cases: u64,
 }
@@ -104,15 +133,16 @@ impl KernelCheck for ConvCheck {
             .map(|index| ConvCase::random(self.base, index))
             .chain([ConvCase::large_grid()])
             .chain(ConvCase::network_layers());
-        // TF32 products touch the output and the input gradient; the weight and bias
-        // gradients multiply in fp32 at either precision.
-        let tolerances = [tolerance_at(self.precision), TOLERANCE];
+        // Tensor-core products touch the output and all gradients but the bias's (fp32
+        // adds at every precision).
+        let tolerance = tolerance_at(self.precision, self.bf16_values);
+        let tolerances = [tolerance; 2];
         let mut count = 0;
         for case in cases {
             count += 1;
             let [oh, ow] = case.output_size();
             let out_shape = [case.batch, case.c_out, oh, ow];
-            let data = ConvData::random(&case, out_shape.iter().product());
+            let data = ConvData::random_at(&case, out_shape.iter().product(), self.bf16_values);
             let options = case.options.with_precision(self.precision);
             let ours = run_conv_like::<B>(&case, &data, out_shape, device, |x, w, b| {
                 cubenet_kernels::conv2d(x, w, b, options)
@@ -137,6 +167,7 @@ impl KernelCheck for ConvCheck {
 fn conv2d_matches_burn() {
     let check = ConvCheck {
         precision: Precision::Fp32,
+        bf16_values: false,
         base: 1,
         random_cases: CASES,
     };
@@ -149,8 +180,38 @@ fn conv2d_matches_burn() {
 fn conv2d_in_tf32_matches_burn_within_tf32_rounding() {
     let check = ConvCheck {
         precision: Precision::Tf32,
+        bf16_values: false,
         base: 5,
         random_cases: CASES / 2,
     };
     on_each_backend("conv2d in TF32, forward + x/weight/bias grads", check);
+}
+
+/// bf16 operands on any values: the rounding itself (where there are no bf16 matrix units,
+/// the CPU and Vulkan, the fp32 kernels run again).
+#[test]
+fn conv2d_in_bf16_matches_burn_within_bf16_rounding() {
+    let check = ConvCheck {
+        precision: Precision::Bf16,
+        bf16_values: false,
+        base: 9,
+        random_cases: CASES / 4,
+    };
+    on_each_backend("conv2d in bf16, forward + x/weight/bias grads", check);
+}
+
+/// bf16 operands on values bf16 holds: every staged value, index and slice, to fp32
+/// rounding.
+#[test]
+fn conv2d_in_bf16_on_bf16_values_matches_burn_to_fp32_rounding() {
+    let check = ConvCheck {
+        precision: Precision::Bf16,
+        bf16_values: true,
+        base: 11,
+        random_cases: CASES / 2,
+    };
+    on_each_backend(
+        "conv2d in bf16 on bf16 values, forward + x/weight/bias grads",
+        check,
+    );
 }

@@ -1,5 +1,6 @@
 //! The fused conv·bias·ReLU·max-pool against Burn's conv2d → relu → max_pool2d, forward,
-//! argmax and all gradients; in TF32, forward and argmax.
+//! argmax and all gradients; in TF32 and bf16, forward and argmax, and in bf16 on values
+//! bf16 holds exactly, everything.
 
 use burn::prelude::*;
 use burn::tensor::{activation, module};
@@ -10,8 +11,8 @@ use rand::rngs::StdRng;
 use crate::cases::{CASES, ConvCase, random_pool};
 use crate::conv::{ConvData, burn_conv_options, run_conv_like};
 use crate::harness::{
-    KernelCheck, Reference, compare_results, compare_within, floats, ints, on_each_backend,
-    tolerance_at,
+    KernelCheck, Reference, TOLERANCE, compare_results_within, compare_within, floats, ints,
+    on_each_backend, tolerance_at,
 };
 use crate::pool::expected_offsets;
 
@@ -37,9 +38,11 @@ pub fn burn_conv_relu_pool<B: Backend>(
 }
 
 /// `random_cases` of the seeded random sequence `base` (with random pools), then the
-/// networks' shapes under the 2×2 pool, at `precision`.
+/// networks' shapes under the 2×2 pool, at `precision`, on any values or on `bf16_values`
+/// only (see [`tolerance_at`]).
 struct FusedCheck {
     precision: Precision,
+    bf16_values: bool,
     base: u64,
     random_cases: u64,
 }
@@ -71,7 +74,7 @@ impl KernelCheck for FusedCheck {
                 .unwrap_or_else(|| random_pool(&mut StdRng::seed_from_u64(case.seed), conv_size));
             let [out_h, out_w] = pool.output_size(conv_size);
             let out_shape = [case.batch, case.c_out, out_h, out_w];
-            let data = ConvData::random(&case, out_shape.iter().product());
+            let data = ConvData::random_at(&case, out_shape.iter().product(), self.bf16_values);
             let label = format!("{case:?}, {pool:?}");
 
             let options = case.options.with_precision(self.precision);
@@ -96,17 +99,35 @@ impl KernelCheck for FusedCheck {
                     output
                 },
             );
-            let tolerance = tolerance_at(self.precision);
-            worst = worst.max(match self.precision {
-                Precision::Fp32 => compare_results(&label, &ours, &reference),
-                // TF32 rounding can swap two window values that nearly tie, and the
+            let tolerance = tolerance_at(self.precision, self.bf16_values);
+            // Overlapping windows add several gradients at a conv position, a sum bf16 no
+            // longer holds: the input and weight gradients' products round it.
+            let overlapping = pool.stride[0] < pool.kernel[0] || pool.stride[1] < pool.kernel[1];
+            let gradient_tolerance = if self.bf16_values && overlapping {
+                tolerance_at(self.precision, false)
+            } else {
+                tolerance
+            };
+            worst = worst.max(if tolerance == TOLERANCE {
+                let output = compare_within(
+                    &format!("output of {label}"),
+                    &ours.output,
+                    &reference.output,
+                    TOLERANCE,
+                );
+                let tolerances = [gradient_tolerance; 2];
+                output.max(compare_results_within(
+                    &label, &ours, &reference, tolerances,
+                ))
+            } else {
+                // Operand rounding can swap two window values that nearly tie, and the
                 // gradients follow the argmax: only the forward is compared.
-                Precision::Tf32 => compare_within(
-                    &format!("output of {label} in TF32"),
+                compare_within(
+                    &format!("output of {label} in {}", self.precision),
                     &ours.output,
                     &reference.output,
                     tolerance,
-                ),
+                )
             });
 
             // The argmax must name the same window position, except where two conv values
@@ -146,6 +167,7 @@ impl KernelCheck for FusedCheck {
 fn conv_relu_pool_matches_burn() {
     let check = FusedCheck {
         precision: Precision::Fp32,
+        bf16_values: false,
         base: 3,
         random_cases: CASES,
     };
@@ -161,8 +183,27 @@ fn conv_relu_pool_matches_burn() {
 fn conv_relu_pool_in_tf32_matches_burn_within_tf32_rounding() {
     let check = FusedCheck {
         precision: Precision::Tf32,
+        bf16_values: false,
         base: 7,
         random_cases: CASES / 4,
     };
     on_each_backend("conv_relu_pool in TF32, forward + argmax", check);
+}
+
+/// bf16 operands on any values (forward and argmax), then on values bf16 holds (forward,
+/// argmax and every gradient, to fp32 rounding).
+#[test]
+fn conv_relu_pool_in_bf16_matches_burn() {
+    for (bf16_values, base) in [(false, 13), (true, 15)] {
+        let check = FusedCheck {
+            precision: Precision::Bf16,
+            bf16_values,
+            base,
+            random_cases: CASES / 4,
+        };
+        on_each_backend(
+            &format!("conv_relu_pool in bf16, bf16 values {bf16_values}"),
+            check,
+        );
+    }
 }

@@ -16,12 +16,21 @@ pub const TOLERANCE: f64 = 1e-4;
 /// in docs/perf-log). 2e-3 leaves room for that; a wrong index or a lost slice
 /// is off by the size of a term, ≳ 1e-2.
 pub const TF32_TOLERANCE: f64 = 2e-3;
+/// The same for products of operands rounded to bf16 (`Precision::Bf16`): 8 significant
+/// bits where TF32 keeps 11, so each rounding, and the sums' error with them, is 2³ times
+/// TF32's. The bound is too loose to catch a wrong index; the checks on bf16 values
+/// (operands bf16 rounding leaves unchanged, compared at [`TOLERANCE`]) catch those.
+pub const BF16_TOLERANCE: f64 = 8.0 * TF32_TOLERANCE;
 
-/// The tolerance of the outputs (and input gradients) of convolutions at `precision`.
-pub fn tolerance_at(precision: Precision) -> f64 {
+/// The tolerance of the outputs (and input gradients) of convolutions at `precision`, on
+/// operands of any value, or on `bf16_values` only (operands that bf16 holds exactly, so
+/// that every precision's products are exact and only the sums round, in fp32).
+pub fn tolerance_at(precision: Precision, bf16_values: bool) -> f64 {
     match precision {
+        _ if bf16_values => TOLERANCE,
         Precision::Fp32 => TOLERANCE,
         Precision::Tf32 => TF32_TOLERANCE,
+        Precision::Bf16 => BF16_TOLERANCE,
     }
 }
 

@@ -1,10 +1,12 @@
 //! Launches of the implicit-GEMM convolution ([`crate::kernels::conv::gemm`] and
 //! [`crate::kernels::conv::gemm_weight_grad`]): the forward of a multi-channel convolution,
 //! fused with ReLU and a 2×2 stride-2 max-pool or alone, the input gradient of a stride-1
-//! one, and the partial sums of the weight and bias gradients. Forward and input gradient
-//! run on the tensor cores ([`crate::kernels::conv::gemm_tf32`]) at [`Precision::Tf32`].
+//! one, and the partial sums of the weight and bias gradients. At [`Precision::Tf32`] and
+//! [`Precision::Bf16`] all three run on the tensor cores
+//! ([`crate::kernels::conv::gemm_tensor_cores`],
+//! [`crate::kernels::conv::gemm_weight_grad_tensor_cores`]).
 
-use burn::tensor::DType;
+use burn::tensor::{DType, bf16};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
@@ -20,8 +22,11 @@ use crate::cube::launch::launch;
 use crate::cube::layout::dims4;
 use crate::cube::pool::argmax_storage;
 use crate::kernels::conv::gemm::{CUBE_UNITS, Tile, conv_gemm};
-use crate::kernels::conv::gemm_tf32::{TensorTile, conv_gemm_tf32};
+use crate::kernels::conv::gemm_tensor_cores::{
+    BF16_PRODUCT_DEPTH, TF32_PRODUCT_DEPTH, TensorTile, conv_gemm_tensor_cores,
+};
 use crate::kernels::conv::gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
+use crate::kernels::conv::gemm_weight_grad_tensor_cores::conv_gemm_weight_grad_tensor_cores;
 use crate::kernels::geometry::Window;
 
 /// Fewest summed channels (input channels in the forward and the weight gradient, output
@@ -84,10 +89,10 @@ pub(crate) fn input_grad_window<R: CubeRuntime>(operands: &ConvOperands<R>) -> O
     })
 }
 
-/// Launches [`conv_gemm`] (or, at [`Precision::Tf32`] where the runtime has TF32 matrix
-/// units, [`conv_gemm_tf32`]) of `src` with `weight` into `output` (a 4-D map of `cols`
-/// channels), over a grid of `quads` = [quads_h, quads_w] per image; with `argmax`, `output`
-/// is the pooled map and the quads are its pool windows.
+/// Launches [`conv_gemm`] (or, at [`Precision::Tf32`] or [`Precision::Bf16`] where the
+/// runtime has matrix units for it, [`conv_gemm_tensor_cores`]) of `src` with `weight` into
+/// `output` (a 4-D map of `cols` channels), over a grid of `quads` = [quads_h, quads_w] per
+/// image; with `argmax`, `output` is the pooled map and the quads are its pool windows.
 #[allow(clippy::too_many_arguments)]
 fn launch_gemm<R: CubeRuntime, F: FloatElement>(
     src: CubeTensor<R>,
@@ -102,16 +107,17 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
 ) {
     let [batch, cols, _, _] = dims4(output);
     let grid_quads = batch * quads[0] * quads[1];
-    // The two kernels take the same arguments, each with its own tile type.
+    // The kernels take the same arguments, each with its own tile type; the tensor-core
+    // kernel also its operand types and the depth of a product.
     macro_rules! launch_tiled {
-        ($kernel:ident, $tile:expr) => {{
+        ($kernel:ident::<$($generic:ty),+>, $tile:expr $(, $extra:expr)*) => {{
             let tile = $tile;
             let count = CubeCount::Static(
                 grid_quads.div_ceil(tile.quads() as usize) as u32,
                 cols.div_ceil(tile.columns() as usize) as u32,
                 1,
             );
-            launch!($kernel::<F, R>(
+            launch!($kernel::<$($generic),+>(
                 output,
                 count,
                 CubeDim::new_1d(CUBE_UNITS),
@@ -125,36 +131,60 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
                 window,
                 transposed,
                 tile,
+                $($extra,)*
                 argmax_storage(argmax),
             ));
         }};
     }
-    if precision == Precision::Tf32 && F::dtype() == DType::F32 && has_tf32_units(&src.client) {
-        let narrow = cols <= TensorTile::NARROW.columns() as usize;
-        let tile = if narrow {
+    let tensor_tile = || {
+        if cols <= TensorTile::NARROW.columns() as usize {
             TensorTile::NARROW
         } else {
             TensorTile::WIDE
-        };
-        launch_tiled!(conv_gemm_tf32, tile);
-    } else {
-        let tile = tile_for(grid_quads, cols, sm_count(&src.client));
-        launch_tiled!(conv_gemm, tile);
+        }
+    };
+    match tensor_core_operands(precision, F::dtype(), &src.client) {
+        Some(Precision::Tf32) => launch_tiled!(
+            conv_gemm_tensor_cores::<F, F, tf32, R>,
+            tensor_tile(),
+            TF32_PRODUCT_DEPTH
+        ),
+        Some(Precision::Bf16) => launch_tiled!(
+            conv_gemm_tensor_cores::<F, bf16, bf16, R>,
+            tensor_tile(),
+            BF16_PRODUCT_DEPTH
+        ),
+        _ => launch_tiled!(
+            conv_gemm::<F, R>,
+            tile_for(grid_quads, cols, sm_count(&src.client))
+        ),
     }
 }
 
-/// Whether `client`'s runtime multiplies TF32 matrices (16 × 16 × 8, fp32 sums) on matrix
-/// units: CUDA from compute capability 8.0 on.
-fn has_tf32_units<R: CubeRuntime>(client: &ComputeClient<R>) -> bool {
-    let tf32 = ElemType::Float(FloatKind::TF32).into();
-    client.features().matmul.cmma.contains(&MmaConfig {
-        a_type: tf32,
-        b_type: tf32,
+/// The precision the GEMMs of `dtype` tensors multiply in on `client` at `precision`:
+/// [`Precision::Tf32`] or [`Precision::Bf16`] where the runtime has matrix units for it
+/// (16 × 16 × 8 TF32 or 16 × 16 × 16 bf16 products with fp32 sums: CUDA from compute
+/// capability 8.0 on) and the tensors are f32; else `None` (the fp32 kernel).
+fn tensor_core_operands<R: CubeRuntime>(
+    precision: Precision,
+    dtype: DType,
+    client: &ComputeClient<R>,
+) -> Option<Precision> {
+    let (operand, depth) = match precision {
+        Precision::Fp32 => return None,
+        Precision::Tf32 => (FloatKind::TF32, TF32_PRODUCT_DEPTH),
+        Precision::Bf16 => (FloatKind::BF16, BF16_PRODUCT_DEPTH),
+    };
+    let operand = ElemType::Float(operand).into();
+    let units = MmaConfig {
+        a_type: operand,
+        b_type: operand,
         cd_type: ElemType::Float(FloatKind::F32).into(),
         m: 16,
         n: 16,
-        k: 8,
-    })
+        k: depth,
+    };
+    (dtype == DType::F32 && client.features().matmul.cmma.contains(&units)).then_some(precision)
 }
 
 /// The tile of a GEMM of `quads` quads (of four rows) and `cols` columns on a GPU of `sms`
@@ -288,21 +318,39 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
     let splits = quads.div_ceil(quads_per_split);
     let buffers = operands.gradient_buffers::<F>([splits, c_out, 1, depth + 1], with_bias);
     let partials = &buffers[0];
-    launch!(conv_gemm_weight_grad::<F, R>(
-        partials,
-        CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32),
-        CubeDim::new_1d(CUBE_UNITS),
-        operands.x.clone().into_tensor_arg(),
-        grad.clone().into_tensor_arg(),
-        argmax.map(|a| a.clone().into_tensor_arg()).into(),
-        partials.clone().into_tensor_arg(),
-        quads_h as u32,
-        quads_w as u32,
-        quads_per_split as u32,
-        operands.window,
-        with_bias,
-        argmax_storage(argmax),
-    ));
+    // The kernels take the same arguments; the tensor-core one also its operand types and
+    // the depth of a product.
+    macro_rules! launch_split {
+        ($kernel:ident::<$($generic:ty),+> $(, $extra:expr)*) => {
+            launch!($kernel::<$($generic),+>(
+                partials,
+                CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32),
+                CubeDim::new_1d(CUBE_UNITS),
+                operands.x.clone().into_tensor_arg(),
+                grad.clone().into_tensor_arg(),
+                argmax.map(|a| a.clone().into_tensor_arg()).into(),
+                partials.clone().into_tensor_arg(),
+                quads_h as u32,
+                quads_w as u32,
+                quads_per_split as u32,
+                operands.window,
+                with_bias,
+                $($extra,)*
+                argmax_storage(argmax),
+            ))
+        };
+    }
+    match tensor_core_operands(operands.precision, F::dtype(), &operands.x.client) {
+        Some(Precision::Tf32) => launch_split!(
+            conv_gemm_weight_grad_tensor_cores::<F, F, tf32, R>,
+            TF32_PRODUCT_DEPTH
+        ),
+        Some(Precision::Bf16) => launch_split!(
+            conv_gemm_weight_grad_tensor_cores::<F, bf16, bf16, R>,
+            BF16_PRODUCT_DEPTH
+        ),
+        _ => launch_split!(conv_gemm_weight_grad::<F, R>),
+    }
     buffers
 }
 

@@ -196,7 +196,7 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
 /// where ReLU cut the window); without, `grad`'s own values (zeros past its edge).
 #[cube]
 #[allow(clippy::too_many_arguments, clippy::let_and_return)] // `#[comptime]` needs the match bound by a `let`
-fn quad_grad<F: Float, A: Int>(
+pub fn quad_grad<F: Float, A: Int>(
     grad: &Tensor<F>,
     argmax: &ComptimeOption<Tensor<A>>,
     plane: usize,

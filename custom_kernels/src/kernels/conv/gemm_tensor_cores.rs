@@ -1,28 +1,38 @@
-//! The implicit-GEMM convolution of [`super::gemm`] on the tensor cores, in TF32: the
-//! same rows (quads of conv output positions), columns (filters) and depth (input channel,
-//! kernel row, kernel column), the same patch and filter loaders, the same epilogue
+//! The implicit-GEMM convolution of [`super::gemm`] on the tensor cores, in TF32 or bf16:
+//! the same rows (quads of conv output positions), columns (filters) and depth (input
+//! channel, kernel row, kernel column), the same patch and filter loaders, the same epilogue
 //! ([`write_quad`]: bias, and ReLU + 2×2 pool under an argmax).
 //!
 //! Why: the fp32 kernels run the FMA pipe at ≈ 55–60% and cannot go faster than its peak
-//! (67 TFLOP/s on an H100); the tensor cores multiply TF32 several times faster. The cube
-//! stages 32-deep slices of the patches and filters in shared memory as the fp32 kernel
-//! does, and each of its eight warps multiplies a 32 × 32 block of the tile out of them
-//! with 16 × 16 × 8 matrix products (CubeCL's `cmma`), accumulating in fp32 fragments. The
-//! fragments then go through shared memory so the epilogue sees whole quads.
+//! (67 TFLOP/s on an H100); the tensor cores multiply TF32 several times faster, and bf16
+//! twice as fast again. The cube stages 32-deep slices of the patches and filters in shared
+//! memory as the fp32 kernel does, and each of its eight warps multiplies a 32 × 32 block of
+//! the tile out of them with 16 × 16 × k matrix products (CubeCL's `cmma`), accumulating in
+//! fp32 fragments. The fragments then go through shared memory so the epilogue sees whole
+//! quads.
 //!
-//! The tensor cores read each fp32 operand's top 19 bits (TF32's 10-bit mantissa): a
-//! product is within ≈ 2⁻⁹ of its fp32 value, sums accumulate in fp32.
+//! The operands' precision is the kernel's `M` (the products' operand type) and `S` (the
+//! type they are staged in):
+//! - TF32 (`M = tf32`, `S = F`, k = 8): the tensor cores read each staged fp32 value's top
+//!   19 bits (a 10-bit mantissa).
+//! - bf16 (`M = S = bf16`, k = 16): the loaders round each value to bf16 (an 8-bit
+//!   significand) as they stage it, which also halves the staged slice's bytes.
+//!
+//! Either way a product is exact in the fp32 accumulator; only the operands are rounded.
 
 use cubecl::prelude::*;
 
 use super::gemm::{CUBE_UNITS, Four, QuadPatch, load_filters, write_quad};
 use crate::kernels::geometry::Window;
 
-/// Depth of one shared-memory slice: four matrix products deep.
+/// Depth of one shared-memory slice: four TF32 or two bf16 matrix products deep.
 pub const SLICE_DEPTH: u32 = 32;
-/// Rows and columns of one matrix product (its depth is [`PRODUCT_DEPTH`]).
+/// Rows and columns of one matrix product (its depth is the kernel's `product_depth`).
 const PRODUCT_SIDE: u32 = 16;
-const PRODUCT_DEPTH: u32 = 8;
+/// Depths of one matrix product: of TF32 operands and of bf16 ones (the shapes CUDA's
+/// matrix units take with fp32 sums).
+pub const TF32_PRODUCT_DEPTH: u32 = 8;
+pub const BF16_PRODUCT_DEPTH: u32 = 16;
 /// Warps per cube, and the products side by side in a warp's 32 × 32 block.
 const WARPS: u32 = 8;
 const WARP_PRODUCTS: u32 = 2;
@@ -87,22 +97,27 @@ impl TensorTile {
         SLICE_DEPTH * self.rows_stride()
     }
 
-    /// Vectors of shared memory: the staged slice (patches, then filters), reused for
-    /// the finished tile ([column][quad]) once the products are done.
-    fn shared_vectors(self) -> u32 {
-        let staged = self.patch_vectors() + SLICE_DEPTH * self.filter_row();
-        let finished = self.columns() * self.rows_stride();
-        staged.max(finished)
+    /// Vectors of the staged slice in shared memory: patches, then filters.
+    fn staged_vectors(self) -> u32 {
+        self.patch_vectors() + SLICE_DEPTH * self.filter_row()
+    }
+
+    /// Vectors of the finished tile in shared memory ([column][quad]). It is only used
+    /// after the products, when the staged slice no longer is: CubeCL places the two
+    /// in the same bytes where they fit.
+    fn finished_vectors(self) -> u32 {
+        self.columns() * self.rows_stride()
     }
 }
 
 /// The convolution (+ bias) over the cube's `tile` on the tensor cores: X picks its quads
 /// of the `quads_h` × `quads_w` quad grid per image, Y its columns; [`write_quad`] writes
 /// them, pooled under an `argmax` — as [`super::gemm::conv_gemm`], whose arguments
-/// these are. Launched with [`CUBE_UNITS`] units per cube, for f32 only.
+/// these are. The products take `M` operands, `product_depth` deep, staged as `S` (see the
+/// module's documentation). Launched with [`CUBE_UNITS`] units per cube, for f32 only.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn conv_gemm_tf32<F: Float, A: Int>(
+pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     src: &Tensor<F>,
     weight: &Tensor<F>,
     bias: &ComptimeOption<Tensor<F>>,
@@ -113,6 +128,7 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
     #[comptime] conv: Window,
     #[comptime] transposed: bool,
     #[comptime] tile: TensorTile,
+    #[comptime] product_depth: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
     let cols = output.shape(1);
@@ -141,8 +157,12 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
     let rows_stride = comptime!(tile.rows_stride());
     let filters_at = comptime!(tile.patch_vectors());
 
-    let mut shared = SharedMemory::<Vector<F, Four>>::new_aligned(
-        comptime!(tile.shared_vectors() as usize),
+    let mut staged = SharedMemory::<Vector<S, Four>>::new_aligned(
+        comptime!(tile.staged_vectors() as usize),
+        FRAGMENT_ALIGN,
+    );
+    let mut finished = SharedMemory::<Vector<F, Four>>::new_aligned(
+        comptime!(tile.finished_vectors() as usize),
         FRAGMENT_ALIGN,
     );
 
@@ -159,17 +179,25 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
             cmma::MatrixIdent::Accumulator,
             PRODUCT_SIDE as usize,
             PRODUCT_SIDE as usize,
-            PRODUCT_DEPTH as usize,
+            product_depth as usize,
             cmma::MatrixLayout::Undefined,
             F::new(0.0),
         ));
     }
-    let patch_parts = operand_parts(cmma::MatrixIdent::A, cmma::MatrixLayout::ColMajor);
-    let filter_parts = operand_parts(cmma::MatrixIdent::B, cmma::MatrixLayout::RowMajor);
+    let patch_parts = operand_parts::<M>(
+        cmma::MatrixIdent::A,
+        cmma::MatrixLayout::ColMajor,
+        product_depth,
+    );
+    let filter_parts = operand_parts::<M>(
+        cmma::MatrixIdent::B,
+        cmma::MatrixLayout::RowMajor,
+        product_depth,
+    );
 
-    let mut next_patches = Array::<Vector<F, Four>>::new(patch_loads);
-    let mut next_filters = Array::<Vector<F, Four>>::new(filter_loads);
-    load_slice::<F>(
+    let mut next_patches = Array::<Vector<S, Four>>::new(patch_loads);
+    let mut next_filters = Array::<Vector<S, Four>>::new(filter_loads);
+    load_slice::<F, S>(
         src,
         weight,
         &patch,
@@ -188,17 +216,17 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
         #[unroll]
         for l in 0..patch_loads {
             let k = a_depth + l as u32 * patch_step;
-            shared[(k * rows_stride + a_quad) as usize] = next_patches[l];
+            staged[(k * rows_stride + a_quad) as usize] = next_patches[l];
         }
         #[unroll]
         for l in 0..filter_loads {
             let vector = b_vector + l as u32 * filter_step;
-            shared[(filters_at + b_depth * filter_row + vector) as usize] = next_filters[l];
+            staged[(filters_at + b_depth * filter_row + vector) as usize] = next_filters[l];
         }
         sync_cube();
         // The next slice's loads go out before this slice's products.
         if slice + 1 < slices {
-            load_slice::<F>(
+            load_slice::<F, S>(
                 src,
                 weight,
                 &patch,
@@ -214,21 +242,21 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
             );
         }
         #[unroll]
-        for step in 0..SLICE_DEPTH / PRODUCT_DEPTH {
-            let k = step * PRODUCT_DEPTH;
+        for step in 0..comptime!(SLICE_DEPTH / product_depth) {
+            let k = step * product_depth;
             #[unroll]
             for i in 0..WARP_PRODUCTS {
                 // Patches are column-major (rows contiguous at each depth), in vectors of 4.
                 let at = (k * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
                 cmma::load(
                     patch_parts.index(comptime!(i as usize)),
-                    &shared.slice(at, shared.len()),
+                    &staged.slice(at, staged.len()),
                     rows_floats.runtime(),
                 );
                 let at = (filters_at + k * filter_row + (warp_col + i * PRODUCT_SIDE) / 4) as usize;
                 cmma::load(
                     filter_parts.index(comptime!(i as usize)),
-                    &shared.slice(at, shared.len()),
+                    &staged.slice(at, staged.len()),
                     filter_stride.runtime(),
                 );
             }
@@ -237,7 +265,7 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
                 #[unroll]
                 for j in 0..WARP_PRODUCTS {
                     let sum = sums.index(comptime!((i * WARP_PRODUCTS + j) as usize));
-                    cmma::execute::<tf32, tf32, F, F>(
+                    cmma::execute::<M, M, F, F>(
                         patch_parts.index(comptime!(i as usize)),
                         filter_parts.index(comptime!(j as usize)),
                         sum,
@@ -257,7 +285,7 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
             let column = warp_col + j * PRODUCT_SIDE;
             let at = (column * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
             cmma::store(
-                &mut shared.slice_mut(at, shared.len()),
+                &mut finished.slice_mut(at, finished.len()),
                 sums.index(comptime!((i * WARP_PRODUCTS + j) as usize)),
                 rows_floats.runtime(),
                 cmma::MatrixLayout::ColMajor,
@@ -276,7 +304,7 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
             output,
             argmax,
             bias,
-            shared[(column * rows_stride + quad) as usize],
+            finished[(column * rows_stride + quad) as usize],
             first_quad + quad as usize,
             first_col + column as usize,
             quads_h,
@@ -287,19 +315,20 @@ pub fn conv_gemm_tf32<F: Float, A: Int>(
 
 /// A warp's [`WARP_PRODUCTS`] fragments of one operand of the products, loaded per step.
 #[cube]
-fn operand_parts(
+fn operand_parts<M: Float>(
     #[comptime] ident: cmma::MatrixIdent,
     layout: cmma::MatrixLayout,
-) -> Sequence<cmma::Matrix<tf32>> {
+    #[comptime] product_depth: u32,
+) -> Sequence<cmma::Matrix<M>> {
     let mut parts = Sequence::new();
     #[unroll]
     for _ in 0..WARP_PRODUCTS {
         parts.push(unsafe {
-            cmma::Matrix::<tf32>::uninitialized(
+            cmma::Matrix::<M>::uninitialized(
                 ident,
                 PRODUCT_SIDE as usize,
                 PRODUCT_SIDE as usize,
-                PRODUCT_DEPTH as usize,
+                product_depth as usize,
                 layout,
             )
         });
@@ -307,16 +336,16 @@ fn operand_parts(
     parts
 }
 
-/// Global loads of the slice at depth `k0` into registers: the unit's patch quads and
-/// filter vectors (see [`conv_gemm_tf32`]'s loaders).
+/// Global loads of the slice at depth `k0` into registers, as the staged type `S`: the
+/// unit's patch quads and filter vectors (see [`conv_gemm_tensor_cores`]'s loaders).
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn load_slice<F: Float>(
+fn load_slice<F: Float, S: Float>(
     src: &Tensor<F>,
     weight: &Tensor<F>,
     patch: &QuadPatch,
-    patches: &mut Array<Vector<F, Four>>,
-    filters: &mut Array<Vector<F, Four>>,
+    patches: &mut Array<Vector<S, Four>>,
+    filters: &mut Array<Vector<S, Four>>,
     k0: usize,
     depth: usize,
     first_col: usize,
@@ -330,7 +359,8 @@ fn load_slice<F: Float>(
     let a_depth = (unit / comptime!(tile.quads())) as usize;
     #[unroll]
     for l in 0..comptime!((SLICE_DEPTH / patch_step) as usize) {
-        patches[l] = patch.at::<F>(src, k0 + a_depth + l * patch_step as usize, depth, conv);
+        let quad = patch.at::<F>(src, k0 + a_depth + l * patch_step as usize, depth, conv);
+        patches[l] = Vector::cast_from(quad);
     }
     let filter_step = comptime!(CUBE_UNITS / SLICE_DEPTH);
     let b_depth = k0 + (unit % SLICE_DEPTH) as usize;
@@ -338,6 +368,7 @@ fn load_slice<F: Float>(
     #[unroll]
     for l in 0..comptime!((tile.column_vectors() / filter_step) as usize) {
         let b_cols = first_col + ((b_vector + l as u32 * filter_step) * 4) as usize;
-        filters[l] = load_filters::<F>(weight, b_depth, depth, b_cols, cols, transposed, conv);
+        let vector = load_filters::<F>(weight, b_depth, depth, b_cols, cols, transposed, conv);
+        filters[l] = Vector::cast_from(vector);
     }
 }

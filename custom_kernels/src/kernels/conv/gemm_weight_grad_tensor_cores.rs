@@ -1,0 +1,275 @@
+//! The weight and bias gradients of [`super::gemm_weight_grad`] on the tensor cores, in
+//! TF32 or bf16: the same partial sums per split, tiles of 64 filters × 64 columns, slices
+//! of 8 quads (32 conv positions) and loaders, so the same launch geometry.
+//!
+//! The product's depth is the conv positions. The fp32 kernel stages a quad's four
+//! positions as one vector per filter and column, which no matrix load can read (the
+//! positions are neither contiguous nor evenly strided there); this one stores each
+//! vector's four values in four rows, position-major: the gradients as a [position][filter]
+//! matrix (the products' A, column-major) and the patches as [position][column] (their B,
+//! row-major). Rows are ordered value-major (row = r · 8 + quad slot): the loaders' adjacent
+//! units hold adjacent slots, whose stores then fall in different banks; the sum over
+//! positions does not depend on their order. Each of the eight warps multiplies a 16 × 32
+//! block of the tile with 16 × 16 × k products (see [`super::gemm_tensor_cores`] for `S`,
+//! `M` and k), accumulating in fp32; the finished tile goes through shared memory to be
+//! written within the partials' bounds. The bias sums stay fp32 adds, in registers.
+
+use cubecl::prelude::*;
+
+use super::gemm::{CUBE_UNITS, Four, quad_values};
+use super::gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, quad_grad};
+use crate::kernels::geometry::Window;
+
+/// Conv positions in a slice: the products' depth per slice.
+const SLICE_POSITIONS: u32 = SLICE_QUADS * 4;
+/// Rows and columns of one matrix product.
+const PRODUCT_SIDE: u32 = 16;
+/// Values in a staged row: the tile's 64 and padding, so that the value-major rows of
+/// adjacent quad slots start 4 banks apart (a multiple of 8 values, as the matrix loads
+/// need for 16-bit operands).
+const STAGED_ROW: u32 = TILE_SIDE + 8;
+/// Values in a row of the finished tile.
+const FINISHED_ROW: u32 = TILE_SIDE + 4;
+/// Tile rows of products (filters / 16) and columns of a warp's products (2 × 16 columns).
+const PRODUCT_ROWS: u32 = TILE_SIDE / PRODUCT_SIDE;
+const WARP_PRODUCTS: u32 = 2;
+/// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
+const FRAGMENT_ALIGN: usize = 32;
+/// Tile rows (filters) or columns each loader unit fills per slice, 32 apart.
+const LOADS_PER_UNIT: u32 = 2;
+
+/// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile (CUBE_POS_Y filters,
+/// CUBE_POS_X columns), as [`super::gemm_weight_grad::conv_gemm_weight_grad`], whose
+/// arguments these are, with products of `M` operands staged as `S`, `product_depth` deep.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
+    x: &Tensor<F>,
+    grad: &Tensor<F>,
+    argmax: &ComptimeOption<Tensor<A>>,
+    partials: &mut Tensor<F>,
+    quads_h: u32,
+    quads_w: u32,
+    quads_per_split: u32,
+    #[comptime] conv: Window,
+    #[comptime] with_bias: bool,
+    #[comptime] product_depth: u32,
+    #[define(A)] _argmax_type: StorageType,
+) {
+    let c_in = x.shape(1);
+    let c_out = grad.shape(1);
+    let taps = comptime!(conv.size_h * conv.size_w) as usize;
+    let depth = c_in * taps;
+    let rows = x.shape(2) as u32;
+    let row_len = x.shape(3) as u32;
+    let (image_stride, channel_stride, row_stride) = (x.stride(0), x.stride(1), x.stride(2));
+    let grad_h = grad.shape(2) as u32;
+    let grad_w = grad.shape(3) as u32;
+    let plane_quads = (quads_h * quads_w) as usize;
+    let total_quads = x.shape(0) * plane_quads;
+    let first_k = CUBE_POS_X as usize * TILE_SIDE as usize;
+    let first_co = CUBE_POS_Y as usize * TILE_SIDE as usize;
+    let split = CUBE_POS_Z as usize;
+    let quad_begin = split * quads_per_split as usize;
+    let mut quad_end = quad_begin + quads_per_split as usize;
+    if quad_end > total_quads {
+        quad_end = total_quads;
+    }
+
+    // Loaders, as the fp32 kernel's: unit `unit` fills quad slot `unit % 8` for tile rows
+    // and columns `unit / 8` and 32 further. Its columns' (channel, tap) are fixed.
+    let slot = UNIT_POS % SLICE_QUADS;
+    let lane = UNIT_POS / SLICE_QUADS;
+    let mut column_base = Array::<usize>::new(LOADS_PER_UNIT as usize);
+    let mut column_row = Array::<u32>::new(LOADS_PER_UNIT as usize);
+    let mut column_col = Array::<u32>::new(LOADS_PER_UNIT as usize);
+    #[unroll]
+    for h in 0..LOADS_PER_UNIT as usize {
+        let k = first_k + lane as usize + h * 32;
+        let tap = (k % taps) as u32;
+        column_base[h] = (k / taps) * channel_stride;
+        column_row[h] = tap / conv.size_w;
+        column_col[h] = tap % conv.size_w;
+    }
+
+    let staged_len = comptime!((SLICE_POSITIONS * STAGED_ROW) as usize);
+    let mut grads = SharedMemory::<S>::new_aligned(staged_len, FRAGMENT_ALIGN);
+    let mut patches = SharedMemory::<S>::new_aligned(staged_len, FRAGMENT_ALIGN);
+    let mut finished = SharedMemory::<F>::new_aligned(
+        comptime!((TILE_SIDE * FINISHED_ROW) as usize),
+        FRAGMENT_ALIGN,
+    );
+
+    let staged_row = comptime!(STAGED_ROW);
+    let finished_row = comptime!(FINISHED_ROW);
+    // This warp's block: filters from `warp_co`, columns from `warp_k`.
+    let warp = UNIT_POS / PLANE_DIM;
+    let warp_co = (warp % PRODUCT_ROWS) * PRODUCT_SIDE;
+    let warp_k = (warp / PRODUCT_ROWS) * WARP_PRODUCTS * PRODUCT_SIDE;
+    let mut sums = Sequence::<cmma::Matrix<F>>::new();
+    let mut patch_parts = Sequence::<cmma::Matrix<M>>::new();
+    #[unroll]
+    for _ in 0..WARP_PRODUCTS {
+        sums.push(cmma::Matrix::<F>::from_value(
+            cmma::MatrixIdent::Accumulator,
+            PRODUCT_SIDE as usize,
+            PRODUCT_SIDE as usize,
+            product_depth as usize,
+            cmma::MatrixLayout::Undefined,
+            F::new(0.0),
+        ));
+        patch_parts.push(unsafe {
+            cmma::Matrix::<M>::uninitialized(
+                cmma::MatrixIdent::B,
+                PRODUCT_SIDE as usize,
+                PRODUCT_SIDE as usize,
+                product_depth as usize,
+                cmma::MatrixLayout::RowMajor,
+            )
+        });
+    }
+    let grad_part = unsafe {
+        cmma::Matrix::<M>::uninitialized(
+            cmma::MatrixIdent::A,
+            PRODUCT_SIDE as usize,
+            PRODUCT_SIDE as usize,
+            product_depth as usize,
+            cmma::MatrixLayout::ColMajor,
+        )
+    };
+
+    let bias_loader = with_bias && CUBE_POS_X == 0;
+    let mut bias_sums = Array::<F>::new(LOADS_PER_UNIT as usize);
+    #[unroll]
+    for h in 0..LOADS_PER_UNIT as usize {
+        bias_sums[h] = F::new(0.0);
+    }
+
+    let mut first = quad_begin;
+    while first < quad_end {
+        let quad = first + slot as usize;
+        let valid = quad < quad_end;
+        let n = quad / plane_quads;
+        let in_plane = quad % plane_quads;
+        let qh = in_plane as u32 / quads_w;
+        let qw = in_plane as u32 % quads_w;
+        #[unroll]
+        for h in 0..LOADS_PER_UNIT as usize {
+            let column = lane + h as u32 * 32;
+            let co = first_co + column as usize;
+            let mut dy = Vector::<F, Four>::new(F::new(0.0));
+            if valid && co < c_out {
+                dy = quad_grad::<F, A>(
+                    grad,
+                    argmax,
+                    n * c_out + co,
+                    in_plane,
+                    qh,
+                    qw,
+                    grad_h,
+                    grad_w,
+                );
+            }
+            if bias_loader {
+                bias_sums[h] += dy[0] + dy[1] + dy[2] + dy[3];
+            }
+            let k = first_k + column as usize;
+            let mut patch = Vector::<F, Four>::new(F::new(0.0));
+            if valid && k < depth {
+                patch = quad_values::<F>(
+                    x,
+                    n * image_stride + column_base[h],
+                    qh * 2 * conv.stride_h + column_row[h],
+                    qw * 2 * conv.stride_w + column_col[h],
+                    rows,
+                    row_len,
+                    row_stride,
+                    conv,
+                );
+            }
+            #[unroll]
+            for r in 0..4u32 {
+                let at = ((r * SLICE_QUADS + slot) * STAGED_ROW + column) as usize;
+                grads[at] = S::cast_from(dy[r as usize]);
+                patches[at] = S::cast_from(patch[r as usize]);
+            }
+        }
+        sync_cube();
+        #[unroll]
+        for step in 0..comptime!(SLICE_POSITIONS / product_depth) {
+            let row = step * product_depth * STAGED_ROW;
+            cmma::load(
+                &grad_part,
+                &grads.slice((row + warp_co) as usize, grads.len()),
+                staged_row.runtime(),
+            );
+            #[unroll]
+            for j in 0..WARP_PRODUCTS {
+                let at = (row + warp_k + j * PRODUCT_SIDE) as usize;
+                cmma::load(
+                    patch_parts.index(comptime!(j as usize)),
+                    &patches.slice(at, patches.len()),
+                    staged_row.runtime(),
+                );
+            }
+            #[unroll]
+            for j in 0..WARP_PRODUCTS {
+                let sum = sums.index(comptime!(j as usize));
+                cmma::execute::<M, M, F, F>(
+                    &grad_part,
+                    patch_parts.index(comptime!(j as usize)),
+                    sum,
+                    sum,
+                );
+            }
+        }
+        sync_cube();
+        first += SLICE_QUADS as usize;
+    }
+
+    // The finished tile, row-major: filter co's column k is co · FINISHED_ROW + k.
+    #[unroll]
+    for j in 0..WARP_PRODUCTS {
+        let at = (warp_co * FINISHED_ROW + warp_k + j * PRODUCT_SIDE) as usize;
+        cmma::store(
+            &mut finished.slice_mut(at, finished.len()),
+            sums.index(comptime!(j as usize)),
+            finished_row.runtime(),
+            cmma::MatrixLayout::RowMajor,
+        );
+    }
+    sync_cube();
+    let terms = depth + 1;
+    // Adjacent units write adjacent columns of a filter's row.
+    for l in 0..comptime!(TILE_SIDE * TILE_SIDE / CUBE_UNITS) {
+        let at = UNIT_POS + l * CUBE_UNITS;
+        let co = first_co + (at / TILE_SIDE) as usize;
+        let k = first_k + (at % TILE_SIDE) as usize;
+        if co < c_out && k < depth {
+            let value = finished[((at / TILE_SIDE) * FINISHED_ROW + at % TILE_SIDE) as usize];
+            partials[(split * c_out + co) * terms + k] = value;
+        }
+    }
+
+    // The bias: each loader's sums over its slot, added up over the eight slots in shared
+    // memory.
+    if with_bias && CUBE_POS_X == 0 {
+        let mut bias_parts = SharedMemory::<F>::new((SLICE_QUADS * TILE_SIDE) as usize);
+        #[unroll]
+        for h in 0..LOADS_PER_UNIT {
+            bias_parts[(slot * TILE_SIDE + lane + h * 32) as usize] = bias_sums[h as usize];
+        }
+        sync_cube();
+        if UNIT_POS < TILE_SIDE {
+            let co = first_co + UNIT_POS as usize;
+            let mut bias = F::new(0.0);
+            #[unroll]
+            for s in 0..SLICE_QUADS {
+                bias += bias_parts[(s * TILE_SIDE + UNIT_POS) as usize];
+            }
+            if co < c_out {
+                partials[(split * c_out + co) * terms + depth] = bias;
+            }
+        }
+    }
+}
