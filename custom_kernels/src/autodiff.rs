@@ -10,6 +10,7 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::{
     ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
+    Precision,
 };
 
 /// Which layer op a [`LayerState`] belongs to, with what its backward needs besides the
@@ -153,6 +154,10 @@ impl<B: KernelBackend> Backward<B, 1> for CrossEntropyBackward {
 }
 
 impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
+    fn conv_precision(precision: Precision, device: &B::Device) -> Precision {
+        B::conv_precision(precision, device)
+    }
+
     fn conv(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,

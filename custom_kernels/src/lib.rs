@@ -194,6 +194,14 @@ pub struct LayerGrads<T> {
 /// output as in PyTorch's and candle's `Linear`. Every method has a default body made of
 /// Burn's ops.
 pub trait KernelBackend: Backend {
+    /// The precision [`KernelBackend::conv`] and the fused layer multiply in on `device`
+    /// when asked for `precision`: `precision` itself where the device has its matrix units,
+    /// else [`Precision::Fp32`] (Burn's ops and the CPU kernels compute in fp32).
+    fn conv_precision(precision: Precision, device: &Self::Device) -> Precision {
+        let _ = (precision, device);
+        Precision::Fp32
+    }
+
     /// 2-D convolution with optional bias.
     fn conv(
         x: FloatTensor<Self>,

@@ -3,7 +3,7 @@
 
 use burn::prelude::*;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
-use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend, Precision};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -35,6 +35,21 @@ impl ImageModelConfig {
             ImageModelConfig::Mlp(c) => ImageModel::Mlp(c.init(device)?),
             ImageModelConfig::Cnn(c) => ImageModel::Cnn(c.init(device)?),
         })
+    }
+
+    /// The precision the network asks cubenet's convolutions for: fp32 for the MLP (it has
+    /// none) and on Burn's ops (they ignore the setting).
+    pub fn precision(&self) -> Precision {
+        let (kernels, precision) = match self {
+            ImageModelConfig::Simple(c) => (c.kernels, c.precision),
+            ImageModelConfig::Lenet(c) => (c.kernels, c.precision),
+            ImageModelConfig::Mlp(_) => return Precision::Fp32,
+            ImageModelConfig::Cnn(c) => (c.kernels, c.precision),
+        };
+        match kernels {
+            KernelPath::Custom => precision,
+            KernelPath::Burn => Precision::Fp32,
+        }
     }
 
     /// The network as a PyTorch `nn.Sequential` (see [`Sequential`]).

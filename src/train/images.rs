@@ -147,6 +147,14 @@ pub fn train<B: AutodiffKernelBackend>(
     config.validate()?;
     let (artifact_dir, device) = (run.artifact_dir.as_path(), &run.device);
     B::seed(device, config.seed);
+    let precision = config.model.precision();
+    let computed = B::conv_precision(precision, device);
+    if computed != precision {
+        println!(
+            "precision {precision}: this device has no {precision} matrix units, so the \
+             convolutions multiply in {computed}"
+        );
+    }
     let model = config.model.init::<B>(device)?;
     let model = match &config.init_from {
         Some(weights) => read_weights(model, &config.model.sequential()?, weights)?,

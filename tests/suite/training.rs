@@ -91,25 +91,32 @@ fn invalid_settings_are_refused_before_training() {
     );
 }
 
-/// The README's main command, off a terminal: one line per epoch, then the accuracy line.
-#[test]
-fn mnist_cnn_example_prints_epoch_lines_and_accuracy() {
+/// `mnist_cnn` on the CPU with `args` (split at spaces), into a fresh artifact directory: its
+/// standard output, after checking that it succeeded.
+fn run_mnist_cnn(args: &str) -> String {
     let artifacts = tempfile::tempdir().unwrap();
     let mut command = Command::new(crate::common::example_binary("mnist_cnn"));
     command
-        .args(["--backend", "ndarray", "--filters", "4", "--epochs", "2"])
-        .args(["--limit-train", "1000", "--limit-test", "200"])
+        .args(["--backend", "ndarray"])
+        .args(args.split_whitespace())
         .arg("--artifact-dir")
         .arg(artifacts.path());
     let output = crate::common::with_mnist_dir(&mut command)
         .output()
         .expect("example binary runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    stdout
+}
+
+/// The README's main command, off a terminal: one line per epoch, then the accuracy line.
+#[test]
+fn mnist_cnn_example_prints_epoch_lines_and_accuracy() {
+    let stdout = run_mnist_cnn("--filters 4 --epochs 2 --limit-train 1000 --limit-test 200");
     let lines: Vec<&str> = stdout.lines().collect();
     let epoch_lines: Vec<&&str> = lines.iter().filter(|l| l.starts_with("epoch ")).collect();
     assert_eq!(epoch_lines.len(), 2, "{stdout}");
@@ -127,6 +134,16 @@ fn mnist_cnn_example_prints_epoch_lines_and_accuracy() {
             .is_match(last),
         "{last}"
     );
+}
+
+/// bf16 asked of a device without bf16 matrix units (the CPU) trains in fp32 and says so.
+#[test]
+fn precision_the_device_lacks_is_named_on_the_output() {
+    let stdout =
+        run_mnist_cnn("--filters 4 --epochs 1 --limit-train 200 --limit-test 100 --precision bf16");
+    let line = "precision bf16: this device has no bf16 matrix units, so the convolutions \
+                multiply in fp32";
+    assert!(stdout.lines().any(|l| l == line), "{stdout}");
 }
 
 /// A backend the build lacks, or one without a device, is one line on stderr and exit code 2.

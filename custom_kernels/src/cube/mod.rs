@@ -20,7 +20,7 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 
 use crate::{
     AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads,
-    PoolOptions2d,
+    PoolOptions2d, Precision,
 };
 
 impl<R, F, I, BT> KernelBackend for CubeBackend<R, F, I, BT>
@@ -30,6 +30,11 @@ where
     I: IntElement,
     BT: BoolElement,
 {
+    fn conv_precision(precision: Precision, device: &R::Device) -> Precision {
+        conv::gemm::tensor_core_operands(precision, F::dtype(), &R::client(device))
+            .unwrap_or(Precision::Fp32)
+    }
+
     fn conv(
         x: CubeTensor<R>,
         weight: CubeTensor<R>,

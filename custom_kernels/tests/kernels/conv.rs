@@ -9,8 +9,8 @@ use rand::rngs::StdRng;
 
 use crate::cases::{CASES, ConvCase, values};
 use crate::harness::{
-    KernelCheck, LayerResult, Reference, compare_results_within, floats, on_each_backend, tensor,
-    tolerance_at,
+    KernelCheck, LayerResult, Operands, Reference, compare_results_within, floats, on_each_backend,
+    tensor,
 };
 
 /// Inputs of one conv case, as host data, and the output's incoming gradient.
@@ -117,11 +117,9 @@ pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {
 }
 
 /// `random_cases` of the seeded random sequence `base`, then a large grid and the networks'
-/// layers, at `precision`, on any values or on `bf16_values` only (see
-/// [`tolerance_at`]).
+/// layers, on `operands`.
 struct ConvCheck {
-    precision: Precision,
-    bf16_values: bool,
+    operands: Operands,
     base: u64,
     random_cases: u64,
 }
@@ -129,21 +127,21 @@ struct ConvCheck {
 impl KernelCheck for ConvCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let mut worst = 0f64;
-        let cases = (0..self.random_cases)
+        let (operands, random_cases) = self.operands.on::<B>(device, self.random_cases);
+        let cases = (0..random_cases)
             .map(|index| ConvCase::random(self.base, index))
             .chain([ConvCase::large_grid()])
             .chain(ConvCase::network_layers());
         // Tensor-core products touch the output and all gradients but the bias's (fp32
         // adds at every precision).
-        let tolerance = tolerance_at(self.precision, self.bf16_values);
-        let tolerances = [tolerance; 2];
+        let tolerances = [operands.tolerance(); 2];
         let mut count = 0;
         for case in cases {
             count += 1;
             let [oh, ow] = case.output_size();
             let out_shape = [case.batch, case.c_out, oh, ow];
-            let data = ConvData::random_at(&case, out_shape.iter().product(), self.bf16_values);
-            let options = case.options.with_precision(self.precision);
+            let data = ConvData::random_at(&case, out_shape.iter().product(), operands.bf16_values);
+            let options = case.options.with_precision(self.operands.precision);
             let ours = run_conv_like::<B>(&case, &data, out_shape, device, |x, w, b| {
                 cubenet_kernels::conv2d(x, w, b, options)
             });
@@ -154,7 +152,7 @@ impl KernelCheck for ConvCheck {
                 &Default::default(),
                 |x, w, b| module::conv2d(x, w, b, burn_conv_options(&case)),
             );
-            let label = format!("{case:?} at {}", self.precision);
+            let label = format!("{case:?} at {}", operands.precision);
             worst = worst.max(compare_results_within(
                 &label, &ours, &reference, tolerances,
             ));
@@ -166,34 +164,30 @@ impl KernelCheck for ConvCheck {
 #[test]
 fn conv2d_matches_burn() {
     let check = ConvCheck {
-        precision: Precision::Fp32,
-        bf16_values: false,
+        operands: Operands::any_values(Precision::Fp32),
         base: 1,
         random_cases: CASES,
     };
     on_each_backend("conv2d forward + x/weight/bias grads", check);
 }
 
-/// Fewer random cases than in fp32: where there are no TF32 matrix units (the CPU, Vulkan)
-/// the setting runs the fp32 kernels again.
+/// Fewer random cases than in fp32 (and none where there are no TF32 matrix units: see
+/// [`Operands::on`]).
 #[test]
 fn conv2d_in_tf32_matches_burn_within_tf32_rounding() {
     let check = ConvCheck {
-        precision: Precision::Tf32,
-        bf16_values: false,
+        operands: Operands::any_values(Precision::Tf32),
         base: 5,
         random_cases: CASES / 2,
     };
     on_each_backend("conv2d in TF32, forward + x/weight/bias grads", check);
 }
 
-/// bf16 operands on any values: the rounding itself (where there are no bf16 matrix units,
-/// the CPU and Vulkan, the fp32 kernels run again).
+/// bf16 operands on any values: the rounding itself.
 #[test]
 fn conv2d_in_bf16_matches_burn_within_bf16_rounding() {
     let check = ConvCheck {
-        precision: Precision::Bf16,
-        bf16_values: false,
+        operands: Operands::any_values(Precision::Bf16),
         base: 9,
         random_cases: CASES / 4,
     };
@@ -205,8 +199,10 @@ fn conv2d_in_bf16_matches_burn_within_bf16_rounding() {
 #[test]
 fn conv2d_in_bf16_on_bf16_values_matches_burn_to_fp32_rounding() {
     let check = ConvCheck {
-        precision: Precision::Bf16,
-        bf16_values: true,
+        operands: Operands {
+            precision: Precision::Bf16,
+            bf16_values: true,
+        },
         base: 11,
         random_cases: CASES / 2,
     };

@@ -11,8 +11,8 @@ use rand::rngs::StdRng;
 use crate::cases::{CASES, ConvCase, random_pool};
 use crate::conv::{ConvData, burn_conv_options, run_conv_like};
 use crate::harness::{
-    KernelCheck, Reference, TOLERANCE, compare_results_within, compare_within, floats, ints,
-    on_each_backend, tolerance_at,
+    KernelCheck, Operands, Reference, TOLERANCE, compare_results_within, compare_within, floats,
+    ints, on_each_backend,
 };
 use crate::pool::expected_offsets;
 
@@ -38,11 +38,9 @@ pub fn burn_conv_relu_pool<B: Backend>(
 }
 
 /// `random_cases` of the seeded random sequence `base` (with random pools), then the
-/// networks' shapes under the 2×2 pool, at `precision`, on any values or on `bf16_values`
-/// only (see [`tolerance_at`]).
+/// networks' shapes under the 2×2 pool, on `operands`.
 struct FusedCheck {
-    precision: Precision,
-    bf16_values: bool,
+    operands: Operands,
     base: u64,
     random_cases: u64,
 }
@@ -59,7 +57,8 @@ impl KernelCheck for FusedCheck {
             .into_iter()
             .chain([ConvCase::large_grid()]);
         let two_by_two = Some(PoolOptions2d::new([2, 2], [2, 2], [0, 0]));
-        let cases = (0..self.random_cases)
+        let (operands, random_cases) = self.operands.on::<B>(device, self.random_cases);
+        let cases = (0..random_cases)
             .map(|index| (ConvCase::random(self.base, index), None))
             .chain(
                 single_conv_shapes.map(|(batch, d)| (ConvCase::single_conv(batch, d), two_by_two)),
@@ -74,10 +73,10 @@ impl KernelCheck for FusedCheck {
                 .unwrap_or_else(|| random_pool(&mut StdRng::seed_from_u64(case.seed), conv_size));
             let [out_h, out_w] = pool.output_size(conv_size);
             let out_shape = [case.batch, case.c_out, out_h, out_w];
-            let data = ConvData::random_at(&case, out_shape.iter().product(), self.bf16_values);
+            let data = ConvData::random_at(&case, out_shape.iter().product(), operands.bf16_values);
             let label = format!("{case:?}, {pool:?}");
 
-            let options = case.options.with_precision(self.precision);
+            let options = case.options.with_precision(self.operands.precision);
             let mut argmax = None;
             let ours = run_conv_like::<B>(&case, &data, out_shape, device, |x, w, b| {
                 let (output, indices) =
@@ -99,15 +98,8 @@ impl KernelCheck for FusedCheck {
                     output
                 },
             );
-            let tolerance = tolerance_at(self.precision, self.bf16_values);
-            // Overlapping windows add several gradients at a conv position, a sum bf16 no
-            // longer holds: the input and weight gradients' products round it.
-            let overlapping = pool.stride[0] < pool.kernel[0] || pool.stride[1] < pool.kernel[1];
-            let gradient_tolerance = if self.bf16_values && overlapping {
-                tolerance_at(self.precision, false)
-            } else {
-                tolerance
-            };
+            let tolerance = operands.tolerance();
+            let overlap = pool.stride[0] < pool.kernel[0] || pool.stride[1] < pool.kernel[1];
             worst = worst.max(if tolerance == TOLERANCE {
                 let output = compare_within(
                     &format!("output of {label}"),
@@ -115,7 +107,7 @@ impl KernelCheck for FusedCheck {
                     &reference.output,
                     TOLERANCE,
                 );
-                let tolerances = [gradient_tolerance; 2];
+                let tolerances = [operands.gradient_tolerance(overlap); 2];
                 output.max(compare_results_within(
                     &label, &ours, &reference, tolerances,
                 ))
@@ -123,7 +115,7 @@ impl KernelCheck for FusedCheck {
                 // Operand rounding can swap two window values that nearly tie, and the
                 // gradients follow the argmax: only the forward is compared.
                 compare_within(
-                    &format!("output of {label} in {}", self.precision),
+                    &format!("output of {label} in {}", operands.precision),
                     &ours.output,
                     &reference.output,
                     tolerance,
@@ -166,8 +158,7 @@ impl KernelCheck for FusedCheck {
 #[test]
 fn conv_relu_pool_matches_burn() {
     let check = FusedCheck {
-        precision: Precision::Fp32,
-        bf16_values: false,
+        operands: Operands::any_values(Precision::Fp32),
         base: 3,
         random_cases: CASES,
     };
@@ -177,13 +168,12 @@ fn conv_relu_pool_matches_burn() {
     );
 }
 
-/// Fewer random cases than in fp32: where there are no TF32 matrix units (the CPU, Vulkan)
-/// the setting runs the fp32 kernels again.
+/// Fewer random cases than in fp32 (and none where there are no TF32 matrix units: see
+/// [`Operands::on`]).
 #[test]
 fn conv_relu_pool_in_tf32_matches_burn_within_tf32_rounding() {
     let check = FusedCheck {
-        precision: Precision::Tf32,
-        bf16_values: false,
+        operands: Operands::any_values(Precision::Tf32),
         base: 7,
         random_cases: CASES / 4,
     };
@@ -196,8 +186,10 @@ fn conv_relu_pool_in_tf32_matches_burn_within_tf32_rounding() {
 fn conv_relu_pool_in_bf16_matches_burn() {
     for (bf16_values, base) in [(false, 13), (true, 15)] {
         let check = FusedCheck {
-            precision: Precision::Bf16,
-            bf16_values,
+            operands: Operands {
+                precision: Precision::Bf16,
+                bf16_values,
+            },
             base,
             random_cases: CASES / 4,
         };

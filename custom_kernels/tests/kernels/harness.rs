@@ -22,15 +22,57 @@ pub const TF32_TOLERANCE: f64 = 2e-3;
 /// (operands bf16 rounding leaves unchanged, compared at [`TOLERANCE`]) catch those.
 pub const BF16_TOLERANCE: f64 = 8.0 * TF32_TOLERANCE;
 
-/// The tolerance of the outputs (and input gradients) of convolutions at `precision`, on
-/// operands of any value, or on `bf16_values` only (operands that bf16 holds exactly, so
-/// that every precision's products are exact and only the sums round, in fp32).
-pub fn tolerance_at(precision: Precision, bf16_values: bool) -> f64 {
-    match precision {
-        _ if bf16_values => TOLERANCE,
-        Precision::Fp32 => TOLERANCE,
-        Precision::Tf32 => TF32_TOLERANCE,
-        Precision::Bf16 => BF16_TOLERANCE,
+/// What a convolution check asks its products to multiply in, and on which operands: the
+/// comparison's tolerance follows from the two.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Operands {
+    pub precision: Precision,
+    /// Operands that bf16 holds exactly: every precision's products are then exact, only
+    /// the sums round (in fp32), so a wrong index, slice or staged value shows at
+    /// [`TOLERANCE`].
+    pub bf16_values: bool,
+}
+
+impl Operands {
+    /// Any values, multiplied at `precision`.
+    pub fn any_values(precision: Precision) -> Self {
+        Self {
+            precision,
+            bf16_values: false,
+        }
+    }
+
+    /// These operands as runtime `B` multiplies them on `device`, and how many of
+    /// `random_cases` to run there: all where it has the precision's matrix units; none
+    /// where it falls back to the fp32 kernels, whose random cases are the fp32 checks'
+    /// (the fixed shapes still run, holding the fallback to fp32's tolerance).
+    pub fn on<B: KernelBackend>(self, device: &B::Device, random_cases: u64) -> (Self, u64) {
+        let computed = Self {
+            precision: B::conv_precision(self.precision, device),
+            ..self
+        };
+        let random_cases = if computed == self { random_cases } else { 0 };
+        (computed, random_cases)
+    }
+
+    /// The tolerance of a convolution's output and its input and weight gradients.
+    pub fn tolerance(self) -> f64 {
+        match self.precision {
+            _ if self.bf16_values => TOLERANCE,
+            Precision::Fp32 => TOLERANCE,
+            Precision::Tf32 => TF32_TOLERANCE,
+            Precision::Bf16 => BF16_TOLERANCE,
+        }
+    }
+
+    /// The tolerance of the input and weight gradients behind a max-pool whose windows
+    /// may `overlap`: there several windows' gradients add up at a conv position, a sum
+    /// bf16 no longer holds, so the gradients' products round it as on any values.
+    pub fn gradient_tolerance(self, overlap: bool) -> f64 {
+        match overlap {
+            true => Self::any_values(self.precision).tolerance(),
+            false => self.tolerance(),
+        }
     }
 }
 

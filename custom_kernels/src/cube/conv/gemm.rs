@@ -165,7 +165,7 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
 /// [`Precision::Tf32`] or [`Precision::Bf16`] where the runtime has matrix units for it
 /// (16 × 16 × 8 TF32 or 16 × 16 × 16 bf16 products with fp32 sums: CUDA from compute
 /// capability 8.0 on) and the tensors are f32; else `None` (the fp32 kernel).
-fn tensor_core_operands<R: CubeRuntime>(
+pub(crate) fn tensor_core_operands<R: CubeRuntime>(
     precision: Precision,
     dtype: DType,
     client: &ComputeClient<R>,

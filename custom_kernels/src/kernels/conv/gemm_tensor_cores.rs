@@ -28,7 +28,7 @@ use crate::kernels::geometry::Window;
 /// Depth of one shared-memory slice: four TF32 or two bf16 matrix products deep.
 pub const SLICE_DEPTH: u32 = 32;
 /// Rows and columns of one matrix product (its depth is the kernel's `product_depth`).
-const PRODUCT_SIDE: u32 = 16;
+pub const PRODUCT_SIDE: u32 = 16;
 /// Depths of one matrix product: of TF32 operands and of bf16 ones (the shapes CUDA's
 /// matrix units take with fp32 sums).
 pub const TF32_PRODUCT_DEPTH: u32 = 8;
@@ -37,7 +37,7 @@ pub const BF16_PRODUCT_DEPTH: u32 = 16;
 const WARPS: u32 = 8;
 const WARP_PRODUCTS: u32 = 2;
 /// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
-const FRAGMENT_ALIGN: usize = 32;
+pub const FRAGMENT_ALIGN: usize = 32;
 /// Vectors (of 4) padding each staged row: a matrix load reads 8 adjacent values at each
 /// of 4 depths; rows 8 values longer than a multiple of 32 put those 32 in 32 banks (Nsight
 /// Compute, H100, unpadded: the L1/shared pipe at 85%, the tensor pipe mostly idle).
@@ -172,26 +172,17 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     let warp_col = (warp % comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
     let rows_floats = comptime!(4 * tile.rows_stride());
     let filter_stride = comptime!(4 * tile.filter_row());
-    let mut sums = Sequence::<cmma::Matrix<F>>::new();
-    #[unroll]
-    for _ in 0..WARP_PRODUCTS * WARP_PRODUCTS {
-        sums.push(cmma::Matrix::<F>::from_value(
-            cmma::MatrixIdent::Accumulator,
-            PRODUCT_SIDE as usize,
-            PRODUCT_SIDE as usize,
-            product_depth as usize,
-            cmma::MatrixLayout::Undefined,
-            F::new(0.0),
-        ));
-    }
+    let sums = accumulators::<F>(WARP_PRODUCTS * WARP_PRODUCTS, product_depth);
     let patch_parts = operand_parts::<M>(
         cmma::MatrixIdent::A,
         cmma::MatrixLayout::ColMajor,
+        WARP_PRODUCTS,
         product_depth,
     );
     let filter_parts = operand_parts::<M>(
         cmma::MatrixIdent::B,
         cmma::MatrixLayout::RowMajor,
+        WARP_PRODUCTS,
         product_depth,
     );
 
@@ -313,16 +304,38 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     }
 }
 
-/// A warp's [`WARP_PRODUCTS`] fragments of one operand of the products, loaded per step.
+/// A warp's `count` fp32 sums of 16 × 16 products, `product_depth` deep, at zero.
 #[cube]
-fn operand_parts<M: Float>(
+pub fn accumulators<F: Float>(
+    #[comptime] count: u32,
+    #[comptime] product_depth: u32,
+) -> Sequence<cmma::Matrix<F>> {
+    let mut sums = Sequence::new();
+    #[unroll]
+    for _ in 0..count {
+        sums.push(cmma::Matrix::<F>::from_value(
+            cmma::MatrixIdent::Accumulator,
+            PRODUCT_SIDE as usize,
+            PRODUCT_SIDE as usize,
+            product_depth as usize,
+            cmma::MatrixLayout::Undefined,
+            F::new(0.0),
+        ));
+    }
+    sums
+}
+
+/// A warp's `count` fragments of one operand of the products, loaded per step.
+#[cube]
+pub fn operand_parts<M: Float>(
     #[comptime] ident: cmma::MatrixIdent,
     layout: cmma::MatrixLayout,
+    #[comptime] count: u32,
     #[comptime] product_depth: u32,
 ) -> Sequence<cmma::Matrix<M>> {
     let mut parts = Sequence::new();
     #[unroll]
-    for _ in 0..WARP_PRODUCTS {
+    for _ in 0..count {
         parts.push(unsafe {
             cmma::Matrix::<M>::uninitialized(
                 ident,

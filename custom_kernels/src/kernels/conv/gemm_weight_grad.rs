@@ -27,7 +27,7 @@ pub const SLICE_QUADS: u32 = 8;
 /// ty + 16i and columns tx + 16j, i, j < 4.
 const UNITS_PER_SIDE: u32 = 16;
 /// Tile rows (filters) or columns each loader unit fills per slice, 32 apart.
-const LOADS_PER_UNIT: u32 = 2;
+pub const LOADS_PER_UNIT: u32 = 2;
 /// Vectors per quad slot of a slice in shared memory: the tile's 64 and one of padding,
 /// so that the loaders' stores (adjacent units, adjacent slots) fall in different banks
 /// (unpadded, eight slots a whole row apart hit the same banks: 32 wavefronts a store in
@@ -51,42 +51,7 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
     #[comptime] with_bias: bool,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let c_in = x.shape(1);
-    let c_out = grad.shape(1);
-    let taps = comptime!(conv.size_h * conv.size_w) as usize;
-    let depth = c_in * taps;
-    let rows = x.shape(2) as u32;
-    let row_len = x.shape(3) as u32;
-    let (image_stride, channel_stride, row_stride) = (x.stride(0), x.stride(1), x.stride(2));
-    let grad_h = grad.shape(2) as u32;
-    let grad_w = grad.shape(3) as u32;
-    let plane_quads = (quads_h * quads_w) as usize;
-    let total_quads = x.shape(0) * plane_quads;
-    let first_k = CUBE_POS_X as usize * TILE_SIDE as usize;
-    let first_co = CUBE_POS_Y as usize * TILE_SIDE as usize;
-    let split = CUBE_POS_Z as usize;
-    let quad_begin = split * quads_per_split as usize;
-    let mut quad_end = quad_begin + quads_per_split as usize;
-    if quad_end > total_quads {
-        quad_end = total_quads;
-    }
-
-    // Loaders: unit `unit` fills slot `unit % 8` of the slice for tile rows and columns
-    // `unit / 8` and 32 further. Its columns' (channel, tap) are fixed for the whole walk.
-    let slot = (UNIT_POS % SLICE_QUADS) as usize;
-    let lane = (UNIT_POS / SLICE_QUADS) as usize;
-    let mut column_base = Array::<usize>::new(LOADS_PER_UNIT as usize);
-    let mut column_row = Array::<u32>::new(LOADS_PER_UNIT as usize);
-    let mut column_col = Array::<u32>::new(LOADS_PER_UNIT as usize);
-    #[unroll]
-    for h in 0..LOADS_PER_UNIT as usize {
-        let k = first_k + lane + h * 32;
-        let tap = (k % taps) as u32;
-        column_base[h] = (k / taps) * channel_stride;
-        column_row[h] = tap / conv.size_w;
-        column_col[h] = tap % conv.size_w;
-    }
-
+    let loader = SliceLoader::new::<F>(x, grad, quads_h, quads_w, quads_per_split, conv);
     let mut grads = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
     let mut patches = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
 
@@ -104,47 +69,14 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
         bias_sums[i] = F::new(0.0);
     }
 
-    let mut first = quad_begin;
-    while first < quad_end {
-        let quad = first + slot;
-        let valid = quad < quad_end;
-        let n = quad / plane_quads;
-        let in_plane = quad % plane_quads;
-        let qh = in_plane as u32 / quads_w;
-        let qw = in_plane as u32 % quads_w;
+    let mut first = loader.quad_begin;
+    while first < loader.quad_end {
+        let quad = loader.quad_of(first);
         #[unroll]
-        for h in 0..LOADS_PER_UNIT as usize {
-            let index = slot * SLOT_VECTORS as usize + lane + h * 32;
-            let co = first_co + lane + h * 32;
-            let mut dy = Vector::<F, Four>::new(F::new(0.0));
-            if valid && co < c_out {
-                dy = quad_grad::<F, A>(
-                    grad,
-                    argmax,
-                    n * c_out + co,
-                    in_plane,
-                    qh,
-                    qw,
-                    grad_h,
-                    grad_w,
-                );
-            }
-            grads[index] = dy;
-            let k = first_k + lane + h * 32;
-            let mut patch = Vector::<F, Four>::new(F::new(0.0));
-            if valid && k < depth {
-                patch = quad_values::<F>(
-                    x,
-                    n * image_stride + column_base[h],
-                    qh * 2 * conv.stride_h + column_row[h],
-                    qw * 2 * conv.stride_w + column_col[h],
-                    rows,
-                    row_len,
-                    row_stride,
-                    conv,
-                );
-            }
-            patches[index] = patch;
+        for h in 0..LOADS_PER_UNIT {
+            let index = loader.slot * SLOT_VECTORS + loader.lane + h * 32;
+            grads[index as usize] = loader.grad_at::<F, A>(grad, argmax, &quad, h);
+            patches[index as usize] = loader.patch_at::<F>(x, &quad, h, conv);
         }
         sync_cube();
         #[unroll]
@@ -171,23 +103,191 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
         first += SLICE_QUADS as usize;
     }
 
-    let terms = depth + 1;
     #[unroll]
     for i in 0..4u32 {
-        let co = first_co + (ty + i * UNITS_PER_SIDE) as usize;
-        if co < c_out {
-            let row = (split * c_out + co) * terms;
+        let co = loader.first_co + (ty + i * UNITS_PER_SIDE) as usize;
+        if co < loader.c_out {
+            let row = loader.partials_row(co);
             #[unroll]
             for j in 0..4u32 {
-                let k = first_k + (tx + j * UNITS_PER_SIDE) as usize;
-                if k < depth {
+                let k = loader.first_k + (tx + j * UNITS_PER_SIDE) as usize;
+                if k < loader.depth {
                     partials[row + k] = sums[(i * 4 + j) as usize];
                 }
             }
             if bias_unit {
-                partials[row + depth] = bias_sums[i as usize];
+                partials[row + loader.depth] = bias_sums[i as usize];
             }
         }
+    }
+}
+
+/// What the weight-gradient kernels (this one and the tensor-core one) load for split
+/// CUBE_POS_Z and the tile at (CUBE_POS_Y, CUBE_POS_X): unit UNIT_POS fills quad slot
+/// `slot` = UNIT_POS % 8 of each slice, for tile rows (filters) and columns `lane` =
+/// UNIT_POS / 8 and 32 further ([`LOADS_PER_UNIT`]); its columns' (channel, tap) are fixed
+/// for the whole walk, so they are worked out once.
+#[derive(CubeType)]
+pub struct SliceLoader {
+    pub slot: u32,
+    pub lane: u32,
+    /// The split's quads, [quad_begin, quad_end) over the batch.
+    pub quad_begin: usize,
+    pub quad_end: usize,
+    pub first_co: usize,
+    pub first_k: usize,
+    pub c_out: usize,
+    /// The weight gradient's columns: C_in · taps.
+    pub depth: usize,
+    plane_quads: usize,
+    quads_w: u32,
+    grad_h: u32,
+    grad_w: u32,
+    image_stride: usize,
+    rows: u32,
+    row_len: u32,
+    row_stride: usize,
+    /// Per load: the column's channel offset in an image, and its tap's row and column.
+    column_base: Array<usize>,
+    column_row: Array<u32>,
+    column_col: Array<u32>,
+}
+
+/// A loader unit's quad of one slice: past the split's end (`valid` false) it loads zeros.
+#[derive(CubeType)]
+pub struct SlotQuad {
+    valid: bool,
+    /// Its image, and its place in the image's grid of quads.
+    n: usize,
+    in_plane: usize,
+    qh: u32,
+    qw: u32,
+}
+
+#[cube]
+impl SliceLoader {
+    pub fn new<F: Float>(
+        x: &Tensor<F>,
+        grad: &Tensor<F>,
+        quads_h: u32,
+        quads_w: u32,
+        quads_per_split: u32,
+        #[comptime] conv: Window,
+    ) -> SliceLoader {
+        let taps = comptime!(conv.size_h * conv.size_w) as usize;
+        let plane_quads = (quads_h * quads_w) as usize;
+        let total_quads = x.shape(0) * plane_quads;
+        let quad_begin = CUBE_POS_Z as usize * quads_per_split as usize;
+        let mut quad_end = quad_begin + quads_per_split as usize;
+        if quad_end > total_quads {
+            quad_end = total_quads;
+        }
+        let lane = UNIT_POS / SLICE_QUADS;
+        let first_k = CUBE_POS_X as usize * TILE_SIDE as usize;
+        let mut column_base = Array::<usize>::new(LOADS_PER_UNIT as usize);
+        let mut column_row = Array::<u32>::new(LOADS_PER_UNIT as usize);
+        let mut column_col = Array::<u32>::new(LOADS_PER_UNIT as usize);
+        #[unroll]
+        for h in 0..LOADS_PER_UNIT as usize {
+            let k = first_k + lane as usize + h * 32;
+            let tap = (k % taps) as u32;
+            column_base[h] = (k / taps) * x.stride(1);
+            column_row[h] = tap / conv.size_w;
+            column_col[h] = tap % conv.size_w;
+        }
+        SliceLoader {
+            slot: UNIT_POS % SLICE_QUADS,
+            lane,
+            quad_begin,
+            quad_end,
+            first_co: CUBE_POS_Y as usize * TILE_SIDE as usize,
+            first_k,
+            c_out: grad.shape(1),
+            depth: x.shape(1) * taps,
+            plane_quads,
+            quads_w,
+            grad_h: grad.shape(2) as u32,
+            grad_w: grad.shape(3) as u32,
+            image_stride: x.stride(0),
+            rows: x.shape(2) as u32,
+            row_len: x.shape(3) as u32,
+            row_stride: x.stride(2),
+            column_base,
+            column_row,
+            column_col,
+        }
+    }
+
+    /// This unit's quad of the slice from quad `first` (worked out once per slice, for all
+    /// of its loads).
+    pub fn quad_of(&self, first: usize) -> SlotQuad {
+        let quad = first + self.slot as usize;
+        let in_plane = quad % self.plane_quads;
+        SlotQuad {
+            valid: quad < self.quad_end,
+            n: quad / self.plane_quads,
+            in_plane,
+            qh: in_plane as u32 / self.quads_w,
+            qw: in_plane as u32 % self.quads_w,
+        }
+    }
+
+    /// The gradient at `quad` for filter `lane` + 32 · `h` of the tile: zeros past the split
+    /// or the filters.
+    pub fn grad_at<F: Float, A: Int>(
+        &self,
+        grad: &Tensor<F>,
+        argmax: &ComptimeOption<Tensor<A>>,
+        quad: &SlotQuad,
+        #[comptime] h: u32,
+    ) -> Vector<F, Four> {
+        let co = self.first_co + (self.lane + h * 32) as usize;
+        let mut dy = Vector::<F, Four>::new(F::new(0.0));
+        if quad.valid && co < self.c_out {
+            dy = quad_grad::<F, A>(
+                grad,
+                argmax,
+                quad.n * self.c_out + co,
+                quad.in_plane,
+                quad.qh,
+                quad.qw,
+                self.grad_h,
+                self.grad_w,
+            );
+        }
+        dy
+    }
+
+    /// The patch values under `quad` for column `lane` + 32 · `h` of the tile: zeros past
+    /// the split or the depth.
+    pub fn patch_at<F: Float>(
+        &self,
+        x: &Tensor<F>,
+        quad: &SlotQuad,
+        #[comptime] h: u32,
+        #[comptime] conv: Window,
+    ) -> Vector<F, Four> {
+        let k = self.first_k + (self.lane + h * 32) as usize;
+        let mut patch = Vector::<F, Four>::new(F::new(0.0));
+        if quad.valid && k < self.depth {
+            patch = quad_values::<F>(
+                x,
+                quad.n * self.image_stride + self.column_base[h as usize],
+                quad.qh * 2 * conv.stride_h + self.column_row[h as usize],
+                quad.qw * 2 * conv.stride_w + self.column_col[h as usize],
+                self.rows,
+                self.row_len,
+                self.row_stride,
+                conv,
+            );
+        }
+        patch
+    }
+
+    /// Where filter `co`'s partial sums of this split start in `partials`
+    /// ([splits, C_out, terms], terms = depth + 1 with the bias last).
+    pub fn partials_row(&self, co: usize) -> usize {
+        (CUBE_POS_Z as usize * self.c_out + co) * (self.depth + 1)
     }
 }
 
@@ -196,7 +296,7 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
 /// where ReLU cut the window); without, `grad`'s own values (zeros past its edge).
 #[cube]
 #[allow(clippy::too_many_arguments, clippy::let_and_return)] // `#[comptime]` needs the match bound by a `let`
-pub fn quad_grad<F: Float, A: Int>(
+fn quad_grad<F: Float, A: Int>(
     grad: &Tensor<F>,
     argmax: &ComptimeOption<Tensor<A>>,
     plane: usize,

@@ -16,14 +16,13 @@
 
 use cubecl::prelude::*;
 
-use super::gemm::{CUBE_UNITS, Four, quad_values};
-use super::gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, quad_grad};
+use super::gemm::CUBE_UNITS;
+use super::gemm_tensor_cores::{FRAGMENT_ALIGN, PRODUCT_SIDE, accumulators, operand_parts};
+use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, TILE_SIDE};
 use crate::kernels::geometry::Window;
 
 /// Conv positions in a slice: the products' depth per slice.
 const SLICE_POSITIONS: u32 = SLICE_QUADS * 4;
-/// Rows and columns of one matrix product.
-const PRODUCT_SIDE: u32 = 16;
 /// Values in a staged row: the tile's 64 and padding, so that the value-major rows of
 /// adjacent quad slots start 4 banks apart (a multiple of 8 values, as the matrix loads
 /// need for 16-bit operands).
@@ -33,10 +32,6 @@ const FINISHED_ROW: u32 = TILE_SIDE + 4;
 /// Tile rows of products (filters / 16) and columns of a warp's products (2 × 16 columns).
 const PRODUCT_ROWS: u32 = TILE_SIDE / PRODUCT_SIDE;
 const WARP_PRODUCTS: u32 = 2;
-/// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
-const FRAGMENT_ALIGN: usize = 32;
-/// Tile rows (filters) or columns each loader unit fills per slice, 32 apart.
-const LOADS_PER_UNIT: u32 = 2;
 
 /// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile (CUBE_POS_Y filters,
 /// CUBE_POS_X columns), as [`super::gemm_weight_grad::conv_gemm_weight_grad`], whose
@@ -56,41 +51,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     #[comptime] product_depth: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let c_in = x.shape(1);
-    let c_out = grad.shape(1);
-    let taps = comptime!(conv.size_h * conv.size_w) as usize;
-    let depth = c_in * taps;
-    let rows = x.shape(2) as u32;
-    let row_len = x.shape(3) as u32;
-    let (image_stride, channel_stride, row_stride) = (x.stride(0), x.stride(1), x.stride(2));
-    let grad_h = grad.shape(2) as u32;
-    let grad_w = grad.shape(3) as u32;
-    let plane_quads = (quads_h * quads_w) as usize;
-    let total_quads = x.shape(0) * plane_quads;
-    let first_k = CUBE_POS_X as usize * TILE_SIDE as usize;
-    let first_co = CUBE_POS_Y as usize * TILE_SIDE as usize;
-    let split = CUBE_POS_Z as usize;
-    let quad_begin = split * quads_per_split as usize;
-    let mut quad_end = quad_begin + quads_per_split as usize;
-    if quad_end > total_quads {
-        quad_end = total_quads;
-    }
-
-    // Loaders, as the fp32 kernel's: unit `unit` fills quad slot `unit % 8` for tile rows
-    // and columns `unit / 8` and 32 further. Its columns' (channel, tap) are fixed.
-    let slot = UNIT_POS % SLICE_QUADS;
-    let lane = UNIT_POS / SLICE_QUADS;
-    let mut column_base = Array::<usize>::new(LOADS_PER_UNIT as usize);
-    let mut column_row = Array::<u32>::new(LOADS_PER_UNIT as usize);
-    let mut column_col = Array::<u32>::new(LOADS_PER_UNIT as usize);
-    #[unroll]
-    for h in 0..LOADS_PER_UNIT as usize {
-        let k = first_k + lane as usize + h * 32;
-        let tap = (k % taps) as u32;
-        column_base[h] = (k / taps) * channel_stride;
-        column_row[h] = tap / conv.size_w;
-        column_col[h] = tap % conv.size_w;
-    }
+    let loader = SliceLoader::new::<F>(x, grad, quads_h, quads_w, quads_per_split, conv);
 
     let staged_len = comptime!((SLICE_POSITIONS * STAGED_ROW) as usize);
     let mut grads = SharedMemory::<S>::new_aligned(staged_len, FRAGMENT_ALIGN);
@@ -106,37 +67,20 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     let warp = UNIT_POS / PLANE_DIM;
     let warp_co = (warp % PRODUCT_ROWS) * PRODUCT_SIDE;
     let warp_k = (warp / PRODUCT_ROWS) * WARP_PRODUCTS * PRODUCT_SIDE;
-    let mut sums = Sequence::<cmma::Matrix<F>>::new();
-    let mut patch_parts = Sequence::<cmma::Matrix<M>>::new();
-    #[unroll]
-    for _ in 0..WARP_PRODUCTS {
-        sums.push(cmma::Matrix::<F>::from_value(
-            cmma::MatrixIdent::Accumulator,
-            PRODUCT_SIDE as usize,
-            PRODUCT_SIDE as usize,
-            product_depth as usize,
-            cmma::MatrixLayout::Undefined,
-            F::new(0.0),
-        ));
-        patch_parts.push(unsafe {
-            cmma::Matrix::<M>::uninitialized(
-                cmma::MatrixIdent::B,
-                PRODUCT_SIDE as usize,
-                PRODUCT_SIDE as usize,
-                product_depth as usize,
-                cmma::MatrixLayout::RowMajor,
-            )
-        });
-    }
-    let grad_part = unsafe {
-        cmma::Matrix::<M>::uninitialized(
-            cmma::MatrixIdent::A,
-            PRODUCT_SIDE as usize,
-            PRODUCT_SIDE as usize,
-            product_depth as usize,
-            cmma::MatrixLayout::ColMajor,
-        )
-    };
+    let sums = accumulators::<F>(WARP_PRODUCTS, product_depth);
+    let grad_parts = operand_parts::<M>(
+        cmma::MatrixIdent::A,
+        cmma::MatrixLayout::ColMajor,
+        1u32,
+        product_depth,
+    );
+    let grad_part = grad_parts.index(0usize);
+    let patch_parts = operand_parts::<M>(
+        cmma::MatrixIdent::B,
+        cmma::MatrixLayout::RowMajor,
+        WARP_PRODUCTS,
+        product_depth,
+    );
 
     let bias_loader = with_bias && CUBE_POS_X == 0;
     let mut bias_sums = Array::<F>::new(LOADS_PER_UNIT as usize);
@@ -145,51 +89,20 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         bias_sums[h] = F::new(0.0);
     }
 
-    let mut first = quad_begin;
-    while first < quad_end {
-        let quad = first + slot as usize;
-        let valid = quad < quad_end;
-        let n = quad / plane_quads;
-        let in_plane = quad % plane_quads;
-        let qh = in_plane as u32 / quads_w;
-        let qw = in_plane as u32 % quads_w;
+    let mut first = loader.quad_begin;
+    while first < loader.quad_end {
+        let quad = loader.quad_of(first);
         #[unroll]
-        for h in 0..LOADS_PER_UNIT as usize {
-            let column = lane + h as u32 * 32;
-            let co = first_co + column as usize;
-            let mut dy = Vector::<F, Four>::new(F::new(0.0));
-            if valid && co < c_out {
-                dy = quad_grad::<F, A>(
-                    grad,
-                    argmax,
-                    n * c_out + co,
-                    in_plane,
-                    qh,
-                    qw,
-                    grad_h,
-                    grad_w,
-                );
-            }
+        for h in 0..LOADS_PER_UNIT {
+            let dy = loader.grad_at::<F, A>(grad, argmax, &quad, h);
             if bias_loader {
-                bias_sums[h] += dy[0] + dy[1] + dy[2] + dy[3];
+                bias_sums[h as usize] += dy[0] + dy[1] + dy[2] + dy[3];
             }
-            let k = first_k + column as usize;
-            let mut patch = Vector::<F, Four>::new(F::new(0.0));
-            if valid && k < depth {
-                patch = quad_values::<F>(
-                    x,
-                    n * image_stride + column_base[h],
-                    qh * 2 * conv.stride_h + column_row[h],
-                    qw * 2 * conv.stride_w + column_col[h],
-                    rows,
-                    row_len,
-                    row_stride,
-                    conv,
-                );
-            }
+            let patch = loader.patch_at::<F>(x, &quad, h, conv);
+            let column = loader.lane + h * 32;
             #[unroll]
             for r in 0..4u32 {
-                let at = ((r * SLICE_QUADS + slot) * STAGED_ROW + column) as usize;
+                let at = ((r * SLICE_QUADS + loader.slot) * STAGED_ROW + column) as usize;
                 grads[at] = S::cast_from(dy[r as usize]);
                 patches[at] = S::cast_from(patch[r as usize]);
             }
@@ -199,7 +112,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         for step in 0..comptime!(SLICE_POSITIONS / product_depth) {
             let row = step * product_depth * STAGED_ROW;
             cmma::load(
-                &grad_part,
+                grad_part,
                 &grads.slice((row + warp_co) as usize, grads.len()),
                 staged_row.runtime(),
             );
@@ -216,7 +129,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             for j in 0..WARP_PRODUCTS {
                 let sum = sums.index(comptime!(j as usize));
                 cmma::execute::<M, M, F, F>(
-                    &grad_part,
+                    grad_part,
                     patch_parts.index(comptime!(j as usize)),
                     sum,
                     sum,
@@ -239,15 +152,14 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         );
     }
     sync_cube();
-    let terms = depth + 1;
     // Adjacent units write adjacent columns of a filter's row.
     for l in 0..comptime!(TILE_SIDE * TILE_SIDE / CUBE_UNITS) {
         let at = UNIT_POS + l * CUBE_UNITS;
-        let co = first_co + (at / TILE_SIDE) as usize;
-        let k = first_k + (at % TILE_SIDE) as usize;
-        if co < c_out && k < depth {
+        let co = loader.first_co + (at / TILE_SIDE) as usize;
+        let k = loader.first_k + (at % TILE_SIDE) as usize;
+        if co < loader.c_out && k < loader.depth {
             let value = finished[((at / TILE_SIDE) * FINISHED_ROW + at % TILE_SIDE) as usize];
-            partials[(split * c_out + co) * terms + k] = value;
+            partials[loader.partials_row(co) + k] = value;
         }
     }
 
@@ -257,18 +169,19 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         let mut bias_parts = SharedMemory::<F>::new((SLICE_QUADS * TILE_SIDE) as usize);
         #[unroll]
         for h in 0..LOADS_PER_UNIT {
-            bias_parts[(slot * TILE_SIDE + lane + h * 32) as usize] = bias_sums[h as usize];
+            let at = loader.slot * TILE_SIDE + loader.lane + h * 32;
+            bias_parts[at as usize] = bias_sums[h as usize];
         }
         sync_cube();
         if UNIT_POS < TILE_SIDE {
-            let co = first_co + UNIT_POS as usize;
+            let co = loader.first_co + UNIT_POS as usize;
             let mut bias = F::new(0.0);
             #[unroll]
             for s in 0..SLICE_QUADS {
                 bias += bias_parts[(s * TILE_SIDE + UNIT_POS) as usize];
             }
-            if co < c_out {
-                partials[(split * c_out + co) * terms + depth] = bias;
+            if co < loader.c_out {
+                partials[loader.partials_row(co) + loader.depth] = bias;
             }
         }
     }
