@@ -13,9 +13,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use cubenet::atomic_file::write_atomically;
-use cubenet::backend::{BackendKind, BackendTask, run_on};
-use cubenet::bench::{BenchModel, OpComparison, Protocol, compare_blocks, compare_ops};
-use cubenet_kernels::AutodiffKernelBackend;
+use cubenet::backend::BackendKind;
+use cubenet::bench::{KernelBenchPlan, OpSection, Protocol, compare_kernels_on};
 use serde::Serialize;
 
 #[derive(Debug, Parser)]
@@ -47,66 +46,7 @@ struct Args {
 #[derive(Serialize)]
 struct Report {
     backend: BackendKind,
-    sections: Vec<Section>,
-}
-
-/// The ops timed on one layer (or network) at one batch size.
-#[derive(Serialize)]
-struct Section {
-    batch: usize,
-    layer: String,
-    ops: Vec<OpComparison>,
-}
-
-struct Bench(Args);
-
-impl BackendTask for Bench {
-    type Output = Report;
-
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Report {
-        let Args {
-            batches,
-            filters,
-            cifar,
-            warmup,
-            repeats,
-            ..
-        } = self.0;
-        let protocol = Protocol { warmup, repeats };
-        let mut sections = Vec::new();
-        for batch in batches {
-            let layers: Vec<(String, Vec<OpComparison>)> = if cifar {
-                let blocks = BenchModel::cifar_blocks();
-                vec![(
-                    "CIFAR-shaped".to_string(),
-                    compare_blocks::<B::InnerBackend>(&device, batch, &blocks, protocol),
-                )]
-            } else {
-                filters
-                    .iter()
-                    .map(|&d| {
-                        let ops = compare_ops::<B::InnerBackend>(&device, batch, d, protocol);
-                        (format!("d={d}"), ops)
-                    })
-                    .collect()
-            };
-            for (layer, ops) in layers {
-                // Progress goes to stderr as each section finishes: a run cut off by a time
-                // limit still shows what it measured.
-                for op in &ops {
-                    eprintln!(
-                        "batch {batch} {layer} {}: custom {:.3} ms, burn {:.3} ms",
-                        op.op, op.custom.median_ms, op.burn.median_ms
-                    );
-                }
-                sections.push(Section { batch, layer, ops });
-            }
-        }
-        Report {
-            backend: kind,
-            sections,
-        }
-    }
+    sections: Vec<OpSection>,
 }
 
 fn print_report(report: &Report) {
@@ -133,16 +73,34 @@ fn print_report(report: &Report) {
 fn main() -> ExitCode {
     let args = Args::parse();
     let backend = args.backend.unwrap_or_else(BackendKind::default_for_build);
-    let json = args.json.clone();
-    let report = match run_on(backend, Bench(args)) {
-        Ok(report) => report,
+    let plan = KernelBenchPlan {
+        batches: args.batches,
+        filters: args.filters,
+        cifar: args.cifar,
+        protocol: Protocol {
+            warmup: args.warmup,
+            repeats: args.repeats,
+        },
+    };
+    // Progress goes to stderr as each section finishes: a run cut off by a time limit still
+    // shows what it measured.
+    let mut progress = |section: &OpSection| {
+        for op in &section.ops {
+            eprintln!(
+                "batch {} {} {}: custom {:.3} ms, burn {:.3} ms",
+                section.batch, section.layer, op.op, op.custom.median_ms, op.burn.median_ms
+            );
+        }
+    };
+    let report = match compare_kernels_on(backend, &plan, &mut progress) {
+        Ok(sections) => Report { backend, sections },
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(2);
         }
     };
     print_report(&report);
-    if let Some(path) = json {
+    if let Some(path) = args.json {
         let text = serde_json::to_string_pretty(&report).expect("reports serialize");
         if let Err(error) = write_atomically(&path, text.as_bytes()) {
             eprintln!("error: {error}");

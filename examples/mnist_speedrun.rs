@@ -13,12 +13,11 @@ use std::process::ExitCode;
 
 use burn::data::dataset::Dataset;
 use clap::{Parser, ValueEnum};
-use cubenet::backend::{BackendKind, BackendTask, run_on};
-use cubenet::bench::{SpeedrunConfig, SpeedrunResult, speedrun};
-use cubenet::data::{ImageSubset, MnistSource, Split};
+use cubenet::backend::BackendKind;
+use cubenet::bench::{SpeedrunConfig, SpeedrunResult, speedrun_on};
+use cubenet::data::{MnistSource, Split};
 use cubenet::error_line::error_line;
 use cubenet::model::{ImageModelConfig, LeNetConfig, Precision, SimpleCnnConfig};
-use cubenet_kernels::AutodiffKernelBackend;
 
 /// Accuracy and time the speedrun aims for.
 const TARGET_ACCURACY: f64 = 0.99;
@@ -77,41 +76,21 @@ fn schedule_defaults() -> SpeedrunConfig {
     SpeedrunConfig::new(ImageModelConfig::Lenet(LeNetConfig::new()))
 }
 
-struct Speedrun {
-    config: SpeedrunConfig,
-    train: ImageSubset,
-    test: ImageSubset,
-    seeds: u64,
-}
-
-impl BackendTask for Speedrun {
-    type Output = anyhow::Result<Vec<SpeedrunResult>>;
-
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
-        let report = |run: &SpeedrunResult| {
-            let marks: Vec<String> = run
-                .marks
-                .iter()
-                .map(|m| {
-                    format!(
-                        "epoch {} {:.3} s {:.2}%",
-                        m.epoch,
-                        m.train_seconds,
-                        m.test_accuracy * 100.0
-                    )
-                })
-                .collect();
-            println!("seed {}: {}", run.seed, marks.join(", "));
-        };
-        Ok(speedrun::<B>(
-            &device,
-            &self.config,
-            &self.train,
-            &self.test,
-            0..self.seeds,
-            report,
-        )?)
-    }
+/// Prints a seed's run as it finishes: each epoch's time and test accuracy.
+fn report(run: &SpeedrunResult) {
+    let marks: Vec<String> = run
+        .marks
+        .iter()
+        .map(|m| {
+            format!(
+                "epoch {} {:.3} s {:.2}%",
+                m.epoch,
+                m.train_seconds,
+                m.test_accuracy * 100.0
+            )
+        })
+        .collect();
+    println!("seed {}: {}", run.seed, marks.join(", "));
 }
 
 /// Mean and (sample) standard deviation.
@@ -157,18 +136,13 @@ fn run(args: Args) -> anyhow::Result<bool> {
         args.batch_size, args.epochs, args.lr, args.warmup, args.momentum
     );
     let backend = args.backend.unwrap_or_else(BackendKind::default_for_build);
-    let task = Speedrun {
-        config: SpeedrunConfig::new(model)
-            .with_batch_size(args.batch_size)
-            .with_epochs(args.epochs)
-            .with_lr(args.lr)
-            .with_momentum(args.momentum)
-            .with_warmup(args.warmup),
-        train,
-        test,
-        seeds: args.seeds,
-    };
-    let runs = run_on(backend, task)??;
+    let config = SpeedrunConfig::new(model)
+        .with_batch_size(args.batch_size)
+        .with_epochs(args.epochs)
+        .with_lr(args.lr)
+        .with_momentum(args.momentum)
+        .with_warmup(args.warmup);
+    let runs = speedrun_on(backend, &config, &train, &test, 0..args.seeds, &mut report)?;
     let seconds: Vec<f64> = runs.iter().map(|r| r.last().train_seconds).collect();
     let accuracy: Vec<f64> = runs
         .iter()

@@ -17,14 +17,17 @@ mod timing;
 mod variant;
 
 pub use epoch::{EpochResult, time_epoch};
-pub use ops::{BlockShape, OpComparison, compare_blocks, compare_ops};
+pub use ops::{
+    BlockShape, KernelBenchPlan, OpComparison, OpSection, compare_blocks, compare_kernels_on,
+    compare_ops,
+};
 pub use phases::{PHASES, time_phases};
 pub use report::{
     EPOCH_IMAGES, EpochRecord, PhaseRecord, Report, ReportError, ScalingRecord, Source, StepRecord,
 };
 pub use run::{EpochPlan, Measurement, measurement_count, run_variant, this_run};
 pub use scaling::{ScalingError, ScalingPlan, run_scaling};
-pub use speedrun::{EpochMark, SpeedrunConfig, SpeedrunResult, speedrun};
+pub use speedrun::{EpochMark, SpeedrunConfig, SpeedrunResult, speedrun, speedrun_on};
 pub use step::{BENCH_LR, SgdStep, bench_model, random_batch, time_training_step, train_step};
 pub use sweep::{BenchModel, BenchPlan, MLP_HIDDEN, Point, Sweep};
 pub use table::FULL_RUNS;

@@ -6,11 +6,14 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 use cubenet_kernels::{
-    ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d, reference,
+    AutodiffKernelBackend, ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
+    reference,
 };
 use serde::Serialize;
 
+use super::sweep::BenchModel;
 use super::timing::{Protocol, Timing, time_synced};
+use crate::backend::{BackendError, BackendKind, BackendTask, run_on};
 
 /// One op timed both ways.
 #[derive(Debug, Clone, Serialize)]
@@ -25,6 +28,74 @@ impl OpComparison {
     pub fn speedup(&self) -> f64 {
         self.burn.median_ms / self.custom.median_ms
     }
+}
+
+/// What the kernel benchmark (`kernel_bench`) times on one device, at each batch size: the
+/// single-conv CNN's ops at each filter count, or the CIFAR-shaped network's blocks.
+#[derive(Debug, Clone)]
+pub struct KernelBenchPlan {
+    pub batches: Vec<usize>,
+    pub filters: Vec<usize>,
+    /// The CIFAR-shaped network's blocks instead of the single-conv CNN's ops.
+    pub cifar: bool,
+    pub protocol: Protocol,
+}
+
+/// The ops timed on one layer (or network) at one batch size.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpSection {
+    pub batch: usize,
+    pub layer: String,
+    pub ops: Vec<OpComparison>,
+}
+
+/// Runs `plan` on the backend `kind`; `progress` sees each section as it is timed. Not
+/// generic, so that the benchmark's callers do not compile every op again for each backend
+/// (generic code is compiled in the crate that names its concrete types).
+pub fn compare_kernels_on(
+    kind: BackendKind,
+    plan: &KernelBenchPlan,
+    progress: &mut dyn FnMut(&OpSection),
+) -> Result<Vec<OpSection>, BackendError> {
+    struct Task<'a> {
+        plan: &'a KernelBenchPlan,
+        progress: &'a mut dyn FnMut(&OpSection),
+    }
+    impl BackendTask for Task<'_> {
+        type Output = Vec<OpSection>;
+
+        fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+            let KernelBenchPlan {
+                batches,
+                filters,
+                cifar,
+                protocol,
+            } = self.plan;
+            let mut sections = Vec::new();
+            for &batch in batches {
+                let layers: Vec<(String, Vec<OpComparison>)> = if *cifar {
+                    let blocks = BenchModel::cifar_blocks();
+                    let ops = compare_blocks::<B::InnerBackend>(&device, batch, &blocks, *protocol);
+                    vec![("CIFAR-shaped".to_string(), ops)]
+                } else {
+                    filters
+                        .iter()
+                        .map(|&d| {
+                            let ops = compare_ops::<B::InnerBackend>(&device, batch, d, *protocol);
+                            (format!("d={d}"), ops)
+                        })
+                        .collect()
+                };
+                for (layer, ops) in layers {
+                    let section = OpSection { batch, layer, ops };
+                    (self.progress)(&section);
+                    sections.push(section);
+                }
+            }
+            sections
+        }
+    }
+    run_on(kind, Task { plan, progress })
 }
 
 /// The single-conv CNN's conv layer on random data, with Burn's calls for each op.

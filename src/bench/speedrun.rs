@@ -9,6 +9,7 @@
 //! slices of a per-epoch permutation of the images (gathered on the device); a last partial
 //! batch is dropped, so every step has the same shapes.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use burn::data::dataset::Dataset;
@@ -24,9 +25,10 @@ use serde::Serialize;
 use super::epoch::on_device;
 use super::step::train_step;
 use super::timing::sync;
+use crate::backend::{BackendKind, BackendTask, run_on};
 use crate::data::{ImageBatch, ImageSubset};
 use crate::model::{ImageModel, ImageModelConfig, ModelError};
-use crate::train::{FusedSgdConfig, evaluate};
+use crate::train::{FusedSgdConfig, RunError, TrainError, evaluate};
 
 /// Untimed steps that compile the kernels before the clock starts.
 const WARMUP_STEPS: usize = 3;
@@ -94,6 +96,48 @@ impl SpeedrunResult {
             .find(|mark| mark.test_accuracy >= accuracy)
             .map(|mark| mark.train_seconds)
     }
+}
+
+/// [`speedrun`] on the backend `kind`. Not generic, so that its callers (the speedrun
+/// example, the tests) do not compile the training code again for every backend: generic
+/// code is compiled in the crate that names its concrete types, here once for all of them.
+pub fn speedrun_on(
+    kind: BackendKind,
+    config: &SpeedrunConfig,
+    train: &ImageSubset,
+    test: &ImageSubset,
+    seeds: Range<u64>,
+    report: &mut dyn FnMut(&SpeedrunResult),
+) -> Result<Vec<SpeedrunResult>, RunError> {
+    struct Task<'a> {
+        config: &'a SpeedrunConfig,
+        train: &'a ImageSubset,
+        test: &'a ImageSubset,
+        seeds: Range<u64>,
+        report: &'a mut dyn FnMut(&SpeedrunResult),
+    }
+    impl BackendTask for Task<'_> {
+        type Output = Result<Vec<SpeedrunResult>, ModelError>;
+
+        fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+            speedrun::<B>(
+                &device,
+                self.config,
+                self.train,
+                self.test,
+                self.seeds,
+                self.report,
+            )
+        }
+    }
+    let task = Task {
+        config,
+        train,
+        test,
+        seeds,
+        report,
+    };
+    Ok(run_on(kind, task)?.map_err(TrainError::from)?)
 }
 
 /// Runs `config` once per seed on `device`; `report` sees each run as it finishes.

@@ -311,9 +311,7 @@ fn a_run_file_cnn_with_lenets_layers_trains_on_mnist() {
     };
     let dir = tempfile::tempdir().unwrap();
     let run = Run::new(ImageJob { config, source }, dir.path());
-    let confusion = cubenet::backend::run_on(BackendKind::Ndarray, run)
-        .unwrap()
-        .unwrap();
+    let confusion = run.launch(BackendKind::Ndarray).unwrap();
     assert_eq!(confusion.total(), 500);
     assert!(
         confusion.accuracy() >= 0.7,

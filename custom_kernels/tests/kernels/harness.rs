@@ -1,5 +1,7 @@
 //! Backends to test the kernels on, tensor transfer and the error measure.
 
+use std::cell::Cell;
+
 use burn::backend::{Autodiff, NdArray};
 use burn::prelude::*;
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend, Precision};
@@ -46,13 +48,14 @@ impl Operands {
     /// `random_cases` to run there: all where it has the precision's matrix units; none
     /// where it falls back to the fp32 kernels, whose random cases are the fp32 checks'
     /// (the fixed shapes still run, holding the fallback to fp32's tolerance).
+    /// At most the runtime's cap ([`random_case_cap`]) in any case.
     pub fn on<B: KernelBackend>(self, device: &B::Device, random_cases: u64) -> (Self, u64) {
         let computed = Self {
             precision: B::conv_precision(self.precision, device),
             ..self
         };
         let random_cases = if computed == self { random_cases } else { 0 };
-        (computed, random_cases)
+        (computed, random_cases.min(RANDOM_CASE_CAP.get()))
     }
 
     /// The tolerance of a convolution's output and its input and weight gradients.
@@ -110,9 +113,31 @@ fn on_gpu<B: KernelBackend>(name: &str, runtime: &str, check: &impl KernelCheck)
     let device = B::Device::default();
     let usable = available::<B>(runtime, &device);
     if usable {
+        RANDOM_CASE_CAP.set(random_case_cap(runtime));
         report(name, runtime, check.run::<Autodiff<B>>(&device));
+        RANDOM_CASE_CAP.set(u64::MAX);
     }
     usable
+}
+
+thread_local! {
+    /// The cap of the runtime the check on this thread runs on (none on ndarray).
+    static RANDOM_CASE_CAP: Cell<u64> = const { Cell::new(u64::MAX) };
+}
+
+/// The most random convolution cases a check runs on `runtime`:
+/// `CUBENET_<RUNTIME>_RANDOM_CASES` (e.g. `CUBENET_WGPU_RANDOM_CASES=50`), else all. CI sets
+/// it for wgpu, whose adapter there is Mesa's software one: every implicit-GEMM launch takes
+/// it about 0.8 s whatever the case's size, so 200 random cases of each check took 14 of
+/// CI's minutes. The fixed shapes (the networks' layers, a large grid) always run.
+fn random_case_cap(runtime: &str) -> u64 {
+    let variable = format!("CUBENET_{}_RANDOM_CASES", runtime.to_uppercase());
+    match std::env::var(&variable) {
+        Ok(value) => value
+            .parse()
+            .unwrap_or_else(|_| panic!("{variable}={value} is not a number of cases")),
+        Err(_) => u64::MAX,
+    }
 }
 
 fn report(name: &str, runtime: &str, (cases, worst): (usize, f64)) {
