@@ -27,7 +27,9 @@ merge both into one table.
   network, forward + backward from a random pooled gradient (weight, bias and, past the
   first block, input gradients), at each of `--batches`: the per-layer numbers beside
   `cargo run --release --example kernel_bench --features cuda -- --cifar`. Its JSON has
-  "blocks" entries in place of "steps".
+  "blocks" entries in place of "steps";
+* with `--profile STEPS`, after timing each step point: that many more steps under
+  `torch.profiler`, their GPU kernels printed (stderr) by time per step, the longest first.
 
 Run on a CUDA machine with PyTorch 2.x (no network needed):
 
@@ -126,6 +128,9 @@ def parse_args():
     add("--no-epoch", action="store_true", help="skip the epoch run even with --data-dir")
     add("--blocks", action="store_true",
         help="time the CIFAR-shaped network's conv blocks instead of whole steps")
+    add("--profile", type=int_at_least(0), default=0, metavar="STEPS",
+        help="after timing a point, profile this many more steps and print its GPU kernels "
+             "by time per step (torch.profiler) to stderr")
     add("--device", choices=("cuda", "cpu"), default="cuda")
     add("--threads", type=int_at_least(1), default=len(os.sched_getaffinity(0)),
         help="intra-op threads with --device cpu [default: the cores this process may use]")
@@ -316,7 +321,30 @@ def time_steps(step, x, y, warmup, repeats):
             "max_ms": samples[-1], "runs": repeats}
 
 
-def bench_point(name, batch, filters, variant, warmup, repeats):
+def kernel_profile(step, x, y, steps):
+    """The GPU kernels of `steps` more training steps as a markdown table, the longest
+    first: microseconds per step, launches per step (Nsight Compute's view of cubenet's
+    kernels is `scripts/gpu_stages.sh profile`)."""
+    from torch.profiler import ProfilerActivity, profile
+    synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as trace:
+        for _ in range(steps):
+            step(x, y)
+        synchronize()
+    totals = {}
+    for event in trace.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            microseconds, launches = totals.get(event.name, (0.0, 0))
+            totals[event.name] = (microseconds + event.time_range.elapsed_us(), launches + 1)
+    rows = sorted(totals.items(), key=lambda item: -item[1][0])
+    lines = ["| kernel | us per step | launches per step |", "|---|---|---|"]
+    lines += [f"| {name[:110]} | {us / steps:.1f} | {n / steps:g} |" for name, (us, n) in rows]
+    total = sum(us for us, _ in totals.values()) / steps
+    lines.append(f"| all kernels | {total:.1f} | {sum(n for _, n in totals.values()) / steps:g} |")
+    return "\n".join(lines)
+
+
+def bench_point(name, batch, filters, variant, warmup, repeats, profile_steps=0):
     """One "steps" entry: a training step timed on seeded random data on the device."""
     _, step = new_trainer(name, filters, variant)
     x = torch.randn(batch, *input_shape(name), device=DEVICE)
@@ -324,6 +352,8 @@ def bench_point(name, batch, filters, variant, warmup, repeats):
     y = torch.randint(0, 10, (batch,), device=DEVICE)
     timing = time_steps(step, x, y, warmup, repeats)
     log(f"{variant} {describe(name, filters)} batch={batch}: {timing['median_ms']:.2f} ms")
+    if profile_steps:
+        log(kernel_profile(step, x, y, profile_steps))
     return {"model": name, "variant": variant, "batch": batch, "filters": filters,
             "warmup": warmup, "timing": timing}
 
@@ -525,7 +555,7 @@ def main():
         print(median_table(blocks, ["block", "shape", "batch"], variants, 3))
         return
     points = sweep_points(args)
-    steps = [bench_point(model, batch, filters, variant, args.warmup, args.repeats)
+    steps = [bench_point(model, batch, filters, variant, args.warmup, args.repeats, args.profile)
              for variant in variants for model, batch, filters in points]
     epochs = []
     if run_epochs:

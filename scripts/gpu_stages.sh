@@ -13,6 +13,8 @@
 #                                   # (3 epochs) and LeNet (10 epochs), on cubenet's kernels
 #   scripts/gpu_stages.sh ab        # LeNet and CIFAR steps, the previous build then this one
 #   scripts/gpu_stages.sh profile   # Nsight Compute, time and registers per kernel
+#                                   # (PROFILE_VARIANT: cubenet's variant, default
+#                                   # cuda-cubenet; e.g. cuda-cubenet-bf16)
 #   scripts/gpu_stages.sh table     # the GPU-speed targets' table: cubenet and PyTorch in
 #                                   # one call
 #   scripts/gpu_stages.sh blocks    # the CIFAR-shaped blocks and the GEMM floor, cubenet
@@ -137,10 +139,11 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
       has cubenet || continue
       for point in "lenet --batches 1000" "cifar --batches 512" \
           "simple --batches 1000 --filters 256 --sweep-batches-at-filters 256 --sweep-filters-at-batch 1000"; do
-        name=ncu-$(echo "$point" | cut -d' ' -f1)
+        variant=${PROFILE_VARIANT:-cuda-cubenet}
+        name=ncu-$(echo "$point" | cut -d' ' -f1)-$variant
         run "$name" 150 ncu --clock-control none \
           --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size \
-          --print-summary per-kernel "$bin/cubenet" bench --variants cuda-cubenet --no-phases \
+          --print-summary per-kernel "$bin/cubenet" bench --variants "$variant" --no-phases \
           --warmup 3 --repeats 5 --models $point --out /tmp/ncu
         grep -E 'conv|pool|dense|[0-9]+ kernels|gpu__time|registers' "$logs/$name.md" | head -80
       done
