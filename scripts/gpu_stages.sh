@@ -11,7 +11,8 @@
 #   scripts/gpu_stages.sh bench     # kernel microbenchmarks: each op, cubenet's vs Burn's
 #   scripts/gpu_stages.sh quality   # the MNIST quality bars: mnist_cnn, single-conv CNN
 #                                   # (3 epochs) and LeNet (10 epochs), on cubenet's kernels
-#   scripts/gpu_stages.sh ab        # LeNet and CIFAR steps, the previous build then this one
+#   scripts/gpu_stages.sh ab        # LeNet and CIFAR steps, the previous build and this one
+#                                   # alternated twice (AB_VARIANTS, AB_BATCHES)
 #   scripts/gpu_stages.sh profile   # Nsight Compute, time and registers per kernel
 #                                   # (PROFILE_VARIANT: cubenet's variant, default
 #                                   # cuda-cubenet; e.g. cuda-cubenet-bf16)
@@ -128,11 +129,16 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
       ;;
     ab)
       has cubenet cubenet-base || continue
-      # The previous build (.device-bin/cubenet-base) and this one, back to back.
-      for build in base new; do
-        exe=$bin/cubenet; [ $build = base ] && exe=$bin/cubenet-base
-        run "ab-$build" 90 "$exe" bench $steps --batches 100,128,250,500,512,1000 --out /tmp/ab
-        cat "$logs/ab-$build.md"
+      # The previous build (.device-bin/cubenet-base) and this one, alternated twice;
+      # AB_VARIANTS picks cubenet's variants (default cuda-cubenet), AB_BATCHES the batches.
+      for round in 1 2; do
+        for build in base new; do
+          exe=$bin/cubenet; [ $build = base ] && exe=$bin/cubenet-base
+          run "ab-$build-$round" 150 "$exe" bench --variants "${AB_VARIANTS:-cuda-cubenet}" \
+            --no-phases --repeats 50 --models lenet,cifar \
+            --batches "${AB_BATCHES:-100,128,250,500,512,1000}" --out /tmp/ab
+          cat "$logs/ab-$build-$round.md"
+        done
       done
       ;;
     profile)
