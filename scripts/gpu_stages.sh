@@ -38,7 +38,8 @@ source scripts/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm \
   --format=csv,noheader | tee -a "$logs/gpu.txt"
 export CUBECL_AUTOTUNE_LEVEL=minimal
-steps="--variants cuda-cubenet --no-phases --repeats 50 --models lenet,cifar"
+# The LeNet and CIFAR-shaped step timings of the ab and table stages.
+steps="--no-phases --repeats 50 --models lenet,cifar"
 
 # has NAME...: whether every named binary was packed (else says which stage it skips).
 has() {
@@ -135,17 +136,16 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
         for build in base new; do
           exe=$bin/cubenet; [ $build = base ] && exe=$bin/cubenet-base
           run "ab-$build-$round" 150 "$exe" bench --variants "${AB_VARIANTS:-cuda-cubenet}" \
-            --no-phases --repeats 50 --models lenet,cifar \
-            --batches "${AB_BATCHES:-100,128,250,500,512,1000}" --out /tmp/ab
+            $steps --batches "${AB_BATCHES:-100,128,250,500,512,1000}" --out /tmp/ab
           cat "$logs/ab-$build-$round.md"
         done
       done
       ;;
     profile)
       has cubenet || continue
+      variant=${PROFILE_VARIANT:-cuda-cubenet}
       for point in "lenet --batches 1000" "cifar --batches 512" \
           "simple --batches 1000 --filters 256 --sweep-batches-at-filters 256 --sweep-filters-at-batch 1000"; do
-        variant=${PROFILE_VARIANT:-cuda-cubenet}
         name=ncu-$(echo "$point" | cut -d' ' -f1)-$variant
         run "$name" 150 ncu --clock-control none \
           --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size \
@@ -167,7 +167,8 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
           --sweep-filters-at-batch 1000 --variants eager,compile --repeats 50 --no-epoch \
           --out "$logs/pytorch.json"
         run table-cubenet-single-conv-$i 90 "$bin/cubenet" bench --variants cuda-cubenet --no-phases --repeats 50 $single --out /tmp/s$i
-        run table-cubenet-$i 90 "$bin/cubenet" bench $steps --batches 100,128,250,500,512,1000 --out /tmp/t$i
+        run table-cubenet-$i 90 "$bin/cubenet" bench --variants cuda-cubenet $steps \
+          --batches 100,128,250,500,512,1000 --out /tmp/t$i
       done
       cat "$logs"/table-*.md
       ;;
