@@ -121,7 +121,7 @@ def main():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         distributed.init_process_group("nccl")
     reference.configure_cuda()
-    reference.set_tf32(False)
+    reference.set_precision("pytorch-eager")
     try:
         images, labels = training_images(args)
     except reference.DataError as error:

@@ -4,19 +4,22 @@
 # beside the bare step (`cubenet bench`) and PyTorch's training loops, in one call.
 # Build `cubenet` here with --all-features first, then pack the binaries into .device-bin/
 # (see scripts/device_bin.sh), with MNIST's IDX files in .device-bin/mnist. Logs go to $OUT
-# (default ./gpu-out); BATCHES sets LeNet's batch sizes (default 64,256,1024), PLACEMENTS where
+# (default ./gpu-out); BATCHES sets LeNet's batch sizes (default 64,256,1024), EPOCHS the real
+# runs' length (default 3; the first is not timed), PLACEMENTS where
 # batches are built (default "device host0 host4"), BUILDS the packed cubenet builds to run
 # one after the other (default "cubenet"; "cubenet-base cubenet" for an A/B of two builds),
 # STAGES what to run (default "lenet step cifar pytorch"; also "design-card": the mnist_cnn
 # example's defaults on CUDA, timed whole, with CubeCL's caches cold and warm; and
 # "ddp": the data-parallel build, packed as .device-bin/cubenet-ddp, on 1, 2 and 4 GPUs;
-# "processes": the data-parallel run against as many independent one-GPU runs at once).
+# "processes": the data-parallel run against as many independent one-GPU runs at once;
+# "timeline": the host and device timelines of real runs and of PyTorch's loop).
 set -uo pipefail
 logs=${OUT:-gpu-out}
 mkdir -p "$logs"
 source scripts/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
 batches=${BATCHES:-64,256,1024}
+epochs=${EPOCHS:-3}
 work=$(mktemp -d)
 
 placements=${PLACEMENTS:-device host0 host4}
@@ -24,7 +27,8 @@ builds=${BUILDS:-cubenet}
 stages=" ${STAGES:-lenet step cifar pytorch} "
 wants() { [[ $stages == *" $1 "* ]]; }
 
-# The training speed line of each real run: LeNet 32/64 on MNIST, 3 epochs (epochs 2-3 timed).
+# The training speed line of each real run: LeNet 32/64 on MNIST, EPOCHS epochs (default 3;
+# all but the first timed).
 wants lenet && for batch in ${batches//,/ }; do
   for placement in $placements; do
     case $placement in
@@ -34,7 +38,7 @@ wants lenet && for batch in ${batches//,/ }; do
     for build in $builds; do
       name="lenet-b$batch-$placement-$build"
       run "$name" 300 "$bin/$build" train --backend cuda --config configs/lenet.toml \
-        --data-dir "$bin/mnist" --epochs 3 --batch-size "$batch" "${flags[@]}" \
+        --data-dir "$bin/mnist" --epochs "$epochs" --batch-size "$batch" "${flags[@]}" \
         --artifact-dir "$work/$name"
       echo "   $(grep -h 'training speed\|test accuracy' "$logs/$name.md" | tr '\n' ' ')"
     done
@@ -64,10 +68,17 @@ wants step && grep -A14 "lenet: milliseconds" "$work/bench/results.md"
 wants cifar && run cifar-step 300 "$bin/cubenet" bench --variants cuda-cubenet --models cifar --batches 512 \
   --no-phases --repeats 50 --out "$work/cifar-step"
 wants cifar && grep -h "cifar" "$work/cifar-step/results.md" | head -20
+# The CIFAR-shaped network's real run (configs/cifar_cnn.toml: batch 512, flips and padded
+# crops on the device) on generated CIFAR-10 records, EPOCHS epochs.
+wants cifar && python3 scripts/generated_cifar.py "$work/cifar-records"
 wants cifar && for build in $builds; do
   run "cifar-train-$build" 300 "$bin/$build" bench --variants cuda-cubenet --models cifar \
     --batches 512 --devices 0 --scaling-steps 60 --out "$work/cifar-train-$build"
   grep -h "cifar" "$work/cifar-train-$build/results.md" | head -20
+  run "cifar-run-$build" 300 "$bin/$build" train --backend cuda --config configs/cifar_cnn.toml \
+    --set "data.dir=$work/cifar-records" --set training.workers=0 --epochs "$epochs" \
+    --artifact-dir "$work/cifar-run-$build"
+  echo "   $(grep -h 'training speed' "$logs/cifar-run-$build.md")"
 done
 
 # PyTorch: DataLoader loop and data on the GPU.
@@ -75,6 +86,34 @@ wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --dat
   --batches "$batches" 2>&1 | grep -v Warning | tee "$logs/pytorch-loop.md"
 wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --model cifar --batches 512 \
   2>&1 | grep -v Warning | tee -a "$logs/pytorch-loop.md"
+
+# Where a real run's wall time goes (scripts/cuda_timeline): the host and device timeline of
+# LeNet 32/64 at batch TIMELINE_BATCH (default 1024), the CIFAR-shaped network at 512 on
+# generated records, and PyTorch's data-on-GPU loop for each, every run for 3 epochs; the
+# reports in $logs/timeline-*.md, the traces for Perfetto in $logs/timeline-*.json.gz.
+wants timeline && {
+  timeline() {
+    local name=$1; shift
+    echo "== timeline $name: $*"
+    python3 scripts/cuda_timeline/trace.py record "$work/$name.tsv" -- "$@" > "$logs/timeline-$name.log" 2>&1
+    python3 scripts/cuda_timeline/trace.py report "$work/$name.tsv" --chrome "$work/$name.json" \
+      --step-kernel 'cross_entropy_forward|nll_loss_forward' | tee "$logs/timeline-$name.md"
+    gzip -c "$work/$name.json" > "$logs/timeline-$name.json.gz"
+  }
+  batch=${TIMELINE_BATCH:-1024}
+  timeline "lenet-b$batch" "$bin/cubenet" train --backend cuda --config configs/lenet.toml \
+    --data-dir "$bin/mnist" --epochs 3 --batch-size "$batch" --set training.workers=0 \
+    --artifact-dir "$work/timeline-lenet"
+  [ -d "$work/cifar-records" ] || python3 scripts/generated_cifar.py "$work/cifar-records"
+  timeline cifar-b512 "$bin/cubenet" train --backend cuda --config configs/cifar_cnn.toml \
+    --set "data.dir=$work/cifar-records" --set training.workers=0 --epochs 3 \
+    --artifact-dir "$work/timeline-cifar"
+  timeline "pytorch-lenet-b$batch" python3 bench/pytorch_training_loop.py --data-dir "$bin/mnist" \
+    --loops on-gpu --batches "$batch"
+  timeline pytorch-cifar-b512 python3 bench/pytorch_training_loop.py --model cifar --loops on-gpu \
+    --batches 512
+  grep -h "training speed\|test accuracy\|images/s" "$logs"/timeline-*.log
+}
 
 # lenet_ddp NAME SECONDS FLAGS...: the data-parallel build's LeNet 32/64 on MNIST, data on
 # the device.

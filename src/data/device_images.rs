@@ -17,6 +17,7 @@ use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::Dataset;
 use burn::prelude::*;
 use burn::tensor::ops::IntElem;
+use rayon::prelude::*;
 
 use super::augment::batch_seed;
 use super::{Augment, ImageBatch, ImageSubset, epoch_order};
@@ -76,12 +77,23 @@ impl<B: Backend> DeviceImages<B> {
             let subset = &self.subset;
             let shape = subset.set().shape();
             let normalization = subset.normalization();
-            let mut pixels = Vec::with_capacity(subset.len() * shape.bytes());
-            let mut labels = Vec::with_capacity(subset.len());
-            for &index in subset.indices() {
-                pixels.extend(normalization.normalize(subset.set().image(index)));
-                labels.push(i64::from(subset.set().label(index)));
-            }
+            // Image by image on every core: on one thread MNIST's 54,000 training images took
+            // 0.41 s before the first step (an H200 machine's host).
+            let mut pixels = vec![0.0f32; subset.len() * shape.bytes()];
+            pixels
+                .par_chunks_mut(shape.bytes())
+                .zip(subset.indices().par_iter())
+                .for_each(|(normalized, &index)| {
+                    let values = normalization.normalize(subset.set().image(index));
+                    for (out, value) in normalized.iter_mut().zip(values) {
+                        *out = value;
+                    }
+                });
+            let labels: Vec<i64> = subset
+                .indices()
+                .iter()
+                .map(|&index| i64::from(subset.set().label(index)))
+                .collect();
             let dims = [subset.len(), shape.channels, shape.height, shape.width];
             let images = Tensor::from_data(TensorData::new(pixels, dims), &self.device);
             let labels = TensorData::new(labels, [subset.len()]).convert::<IntElem<B>>();

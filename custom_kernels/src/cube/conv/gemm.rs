@@ -23,7 +23,8 @@ use crate::cube::layout::dims4;
 use crate::cube::pool::argmax_storage;
 use crate::kernels::conv::gemm::{CUBE_UNITS, Tile, conv_gemm};
 use crate::kernels::conv::gemm_tensor_cores::{
-    BF16_PRODUCT_DEPTH, TF32_PRODUCT_DEPTH, TensorTile, conv_gemm_tensor_cores,
+    BF16_PRODUCT_DEPTH, MMA_COLUMNS, PRODUCT_SIDE, TF32_PRODUCT_DEPTH, TensorTile,
+    conv_gemm_tensor_cores,
 };
 use crate::kernels::conv::gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
 use crate::kernels::conv::gemm_weight_grad_tensor_cores::conv_gemm_weight_grad_tensor_cores;
@@ -162,29 +163,42 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
 }
 
 /// The precision the GEMMs of `dtype` tensors multiply in on `client` at `precision`:
-/// [`Precision::Tf32`] or [`Precision::Bf16`] where the runtime has matrix units for it
-/// (16 × 16 × 8 TF32 or 16 × 16 × 16 bf16 products with fp32 sums: CUDA from compute
-/// capability 8.0 on) and the tensors are f32; else `None` (the fp32 kernel).
+/// [`Precision::Tf32`] or [`Precision::Bf16`] where the runtime has matrix units for it and
+/// the tensors are f32; else `None` (the fp32 kernel). TF32 takes `wmma`'s 16 × 16 × 8
+/// products; bf16 takes its 16 × 16 × 16 ones (the weight gradient) and `mma`'s 16 × 8 × 16
+/// (the forward and the input gradient): CUDA from compute capability 8.0 on.
 pub(crate) fn tensor_core_operands<R: CubeRuntime>(
     precision: Precision,
     dtype: DType,
     client: &ComputeClient<R>,
 ) -> Option<Precision> {
-    let (operand, depth) = match precision {
-        Precision::Fp32 => return None,
-        Precision::Tf32 => (FloatKind::TF32, TF32_PRODUCT_DEPTH),
-        Precision::Bf16 => (FloatKind::BF16, BF16_PRODUCT_DEPTH),
+    let operand = |kind| ElemType::Float(kind).into();
+    let units = |kind, n, k| MmaConfig {
+        a_type: operand(kind),
+        b_type: operand(kind),
+        cd_type: operand(FloatKind::F32),
+        m: PRODUCT_SIDE,
+        n,
+        k,
     };
-    let operand = ElemType::Float(operand).into();
-    let units = MmaConfig {
-        a_type: operand,
-        b_type: operand,
-        cd_type: ElemType::Float(FloatKind::F32).into(),
-        m: 16,
-        n: 16,
-        k: depth,
+    let matrix = &client.features().matmul;
+    let available = match precision {
+        Precision::Fp32 => false,
+        Precision::Tf32 => {
+            matrix
+                .cmma
+                .contains(&units(FloatKind::TF32, PRODUCT_SIDE, TF32_PRODUCT_DEPTH))
+        }
+        Precision::Bf16 => {
+            matrix
+                .cmma
+                .contains(&units(FloatKind::BF16, PRODUCT_SIDE, BF16_PRODUCT_DEPTH))
+                && matrix
+                    .mma
+                    .contains(&units(FloatKind::BF16, MMA_COLUMNS, BF16_PRODUCT_DEPTH))
+        }
     };
-    (dtype == DType::F32 && client.features().matmul.cmma.contains(&units)).then_some(precision)
+    (dtype == DType::F32 && available).then_some(precision)
 }
 
 /// The tile of a GEMM of `quads` quads (of four rows) and `cols` columns on a GPU of `sms`

@@ -7,9 +7,8 @@
 //! (67 TFLOP/s on an H100); the tensor cores multiply TF32 several times faster, and bf16
 //! twice as fast again. The cube stages 32-deep slices of the patches and filters in shared
 //! memory as the fp32 kernel does, and each of its eight warps multiplies a 32 × 32 block of
-//! the tile out of them with 16 × 16 × k matrix products (CubeCL's `cmma`), accumulating in
-//! fp32 fragments. The fragments then go through shared memory so the epilogue sees whole
-//! quads.
+//! the tile out of them with matrix products k deep (below), accumulating in fp32. The sums
+//! then go through shared memory so the epilogue sees whole quads.
 //!
 //! The operands' precision is the kernel's `M` (the products' operand type) and `S` (the
 //! type they are staged in):
@@ -23,6 +22,15 @@
 //!   CIFAR-shaped network's bf16 products 19–30% faster without the wait).
 //!
 //! Either way a product is exact in the fp32 accumulator; only the operands are rounded.
+//!
+//! How the operands reach the tensor cores differs:
+//! - TF32: CUDA's `wmma` fragments (CubeCL's `cmma`), 16 × 16 × 8, loaded from a generic
+//!   pointer.
+//! - bf16: `ldmatrix` and `mma.m16n8k16` (CubeCL's manual matrix API). `ldmatrix .trans`
+//!   reads a staged 8 × 8 block in one instruction and transposes it into the operand's
+//!   registers. Through `wmma`, each fragment load was a generic `LD` plus a `MOVM` transpose
+//!   per register (Nsight Compute, H200: 16% of the forward's instructions, 21% of its
+//!   stalls). `ldmatrix` moves only 16-bit values, so TF32 keeps `wmma`.
 
 use cubecl::prelude::*;
 
@@ -37,9 +45,16 @@ pub const PRODUCT_SIDE: u32 = 16;
 /// matrix units take with fp32 sums).
 pub const TF32_PRODUCT_DEPTH: u32 = 8;
 pub const BF16_PRODUCT_DEPTH: u32 = 16;
+/// Columns of one bf16 `mma` (16 rows × 8 columns × 16 deep).
+pub const MMA_COLUMNS: u32 = 8;
 /// Warps per cube, and the products side by side in a warp's 32 × 32 block.
 const WARPS: u32 = 8;
 const WARP_PRODUCTS: u32 = 2;
+/// The bf16 `mma`s across a warp's block (its rows take [`WARP_PRODUCTS`]).
+const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
+
+/// Two adjacent values: a register of two bf16 operands, or two of an `mma`'s fp32 sums.
+type Two = Const<2>;
 /// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
 pub const FRAGMENT_ALIGN: usize = 32;
 /// Vectors (of 4) padding each staged row: a matrix load reads 8 adjacent values at each
@@ -106,11 +121,11 @@ impl TensorTile {
         self.patch_vectors() + SLICE_DEPTH * self.filter_row()
     }
 
-    /// Vectors of the finished tile in shared memory ([column][quad]). It is only used
-    /// after the products, when the staged slice no longer is: CubeCL places the two
-    /// in the same bytes where they fit.
-    fn finished_vectors(self) -> u32 {
-        self.columns() * self.rows_stride()
+    /// Floats of the finished tile in shared memory ([column][row]). It is only used after
+    /// the products, when the staged slice no longer is: CubeCL places the two in the same
+    /// bytes where they fit.
+    fn finished_floats(self) -> u32 {
+        self.columns() * 4 * self.rows_stride()
     }
 }
 
@@ -165,30 +180,36 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         comptime!(tile.staged_vectors() as usize),
         FRAGMENT_ALIGN,
     );
-    let mut finished = SharedMemory::<Vector<F, Four>>::new_aligned(
-        comptime!(tile.finished_vectors() as usize),
-        FRAGMENT_ALIGN,
-    );
+    let mut finished =
+        SharedMemory::<F>::new_aligned(comptime!(tile.finished_floats() as usize), FRAGMENT_ALIGN);
 
     // This warp's 32 × 32 block of the tile: rows from `warp_row`, columns from `warp_col`.
     let warp = unit / PLANE_DIM;
     let warp_row = (warp / comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
     let warp_col = (warp % comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
     let rows_floats = comptime!(4 * tile.rows_stride());
-    let filter_stride = comptime!(4 * tile.filter_row());
-    let sums = accumulators::<F>(WARP_PRODUCTS * WARP_PRODUCTS, product_depth);
+    // The sums and operands of one path or the other: the other's are empty, and so is
+    // their code.
+    let ldmatrix = comptime!(product_depth == BF16_PRODUCT_DEPTH);
+    let wmma_products = comptime!(if ldmatrix { 0 } else { WARP_PRODUCTS });
+    let sums = accumulators::<F>(wmma_products * wmma_products, product_depth);
     let patch_parts = operand_parts::<M>(
         cmma::MatrixIdent::A,
         cmma::MatrixLayout::ColMajor,
-        WARP_PRODUCTS,
+        wmma_products,
         product_depth,
     );
     let filter_parts = operand_parts::<M>(
         cmma::MatrixIdent::B,
         cmma::MatrixLayout::RowMajor,
-        WARP_PRODUCTS,
+        wmma_products,
         product_depth,
     );
+    let mut mma_sums = mma_accumulators::<F>(comptime!(if ldmatrix {
+        WARP_PRODUCTS * WARP_MMA_COLUMNS
+    } else {
+        0
+    }));
 
     // The next slice's values, in fp32 until they are staged (see the module's notes).
     let mut next_patches = Array::<Vector<F, Four>>::new(patch_loads);
@@ -238,55 +259,40 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
                 tile,
             );
         }
-        #[unroll]
-        for step in 0..comptime!(SLICE_DEPTH / product_depth) {
-            let k = step * product_depth;
-            #[unroll]
-            for i in 0..WARP_PRODUCTS {
-                // Patches are column-major (rows contiguous at each depth), in vectors of 4.
-                let at = (k * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
-                cmma::load(
-                    patch_parts.index(comptime!(i as usize)),
-                    &staged.slice(at, staged.len()),
-                    rows_floats.runtime(),
-                );
-                let at = (filters_at + k * filter_row + (warp_col + i * PRODUCT_SIDE) / 4) as usize;
-                cmma::load(
-                    filter_parts.index(comptime!(i as usize)),
-                    &staged.slice(at, staged.len()),
-                    filter_stride.runtime(),
-                );
-            }
-            #[unroll]
-            for i in 0..WARP_PRODUCTS {
-                #[unroll]
-                for j in 0..WARP_PRODUCTS {
-                    let sum = sums.index(comptime!((i * WARP_PRODUCTS + j) as usize));
-                    cmma::execute::<M, M, F, F>(
-                        patch_parts.index(comptime!(i as usize)),
-                        filter_parts.index(comptime!(j as usize)),
-                        sum,
-                        sum,
-                    );
-                }
-            }
+        if ldmatrix {
+            mma_slice::<F, S>(&staged, &mut mma_sums, warp_row, warp_col, tile);
+        } else {
+            wmma_slice::<F, S, M>(
+                &staged,
+                &patch_parts,
+                &filter_parts,
+                &sums,
+                warp_row,
+                warp_col,
+                product_depth,
+                tile,
+            );
         }
         sync_cube();
     }
 
-    // The finished tile, column-major: column c's quad q is vector c · rows_stride + q.
-    #[unroll]
-    for i in 0..WARP_PRODUCTS {
+    // The finished tile, column-major: column c's row r is float c · rows_floats + r.
+    if ldmatrix {
+        store_mma_sums::<F, S>(&mma_sums, &mut finished, warp_row, warp_col, tile);
+    } else {
         #[unroll]
-        for j in 0..WARP_PRODUCTS {
-            let column = warp_col + j * PRODUCT_SIDE;
-            let at = (column * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
-            cmma::store(
-                &mut finished.slice_mut(at, finished.len()),
-                sums.index(comptime!((i * WARP_PRODUCTS + j) as usize)),
-                rows_floats.runtime(),
-                cmma::MatrixLayout::ColMajor,
-            );
+        for i in 0..wmma_products {
+            #[unroll]
+            for j in 0..wmma_products {
+                let column = warp_col + j * PRODUCT_SIDE;
+                let at = (column * rows_floats + warp_row + i * PRODUCT_SIDE) as usize;
+                cmma::store(
+                    &mut finished.slice_mut(at, finished.len()),
+                    sums.index(comptime!((i * wmma_products + j) as usize)),
+                    rows_floats.runtime(),
+                    cmma::MatrixLayout::ColMajor,
+                );
+            }
         }
     }
     sync_cube();
@@ -297,16 +303,198 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         let at = unit + l * CUBE_UNITS;
         let column = at / tile_quads;
         let quad = at % tile_quads;
+        let first = (column * rows_floats + 4 * quad) as usize;
+        let mut quad_sums = Vector::<F, Four>::empty();
+        #[unroll]
+        for r in 0..4usize {
+            quad_sums[r] = finished[first + r];
+        }
         write_quad::<F, A>(
             output,
             argmax,
             bias,
-            finished[(column * rows_stride + quad) as usize],
+            quad_sums,
             first_quad + quad as usize,
             first_col + column as usize,
             quads_h,
             quads_w,
         );
+    }
+}
+
+/// This warp's products of one staged slice through `wmma` fragments (TF32): 16 × 16 ×
+/// `product_depth` products of its [`WARP_PRODUCTS`] × [`WARP_PRODUCTS`] blocks.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn wmma_slice<F: Float, S: Float, M: Float>(
+    staged: &SharedMemory<Vector<S, Four>>,
+    patch_parts: &Sequence<cmma::Matrix<M>>,
+    filter_parts: &Sequence<cmma::Matrix<M>>,
+    sums: &Sequence<cmma::Matrix<F>>,
+    warp_row: u32,
+    warp_col: u32,
+    #[comptime] product_depth: u32,
+    #[comptime] tile: TensorTile,
+) {
+    let rows_stride = comptime!(tile.rows_stride());
+    let filter_row = comptime!(tile.filter_row());
+    let filters_at = comptime!(tile.patch_vectors());
+    let rows_floats = comptime!(4 * tile.rows_stride());
+    let filter_stride = comptime!(4 * tile.filter_row());
+    #[unroll]
+    for step in 0..comptime!(SLICE_DEPTH / product_depth) {
+        let k = step * product_depth;
+        #[unroll]
+        for i in 0..WARP_PRODUCTS {
+            // Patches are column-major (rows contiguous at each depth), in vectors of 4.
+            let at = (k * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
+            cmma::load(
+                patch_parts.index(comptime!(i as usize)),
+                &staged.slice(at, staged.len()),
+                rows_floats.runtime(),
+            );
+            let at = (filters_at + k * filter_row + (warp_col + i * PRODUCT_SIDE) / 4) as usize;
+            cmma::load(
+                filter_parts.index(comptime!(i as usize)),
+                &staged.slice(at, staged.len()),
+                filter_stride.runtime(),
+            );
+        }
+        #[unroll]
+        for i in 0..WARP_PRODUCTS {
+            #[unroll]
+            for j in 0..WARP_PRODUCTS {
+                let sum = sums.index(comptime!((i * WARP_PRODUCTS + j) as usize));
+                cmma::execute::<M, M, F, F>(
+                    patch_parts.index(comptime!(i as usize)),
+                    filter_parts.index(comptime!(j as usize)),
+                    sum,
+                    sum,
+                );
+            }
+        }
+    }
+}
+
+/// A warp's `count` sums of 16 × 8 `mma`s at zero: four fp32 values a lane, as two pairs.
+#[cube]
+fn mma_accumulators<F: Float>(#[comptime] count: u32) -> Sequence<Array<Vector<F, Two>>> {
+    let mut sums = Sequence::new();
+    #[unroll]
+    for _ in 0..count {
+        let mut sum = Array::<Vector<F, Two>>::new(2usize);
+        #[unroll]
+        for pair in 0..2usize {
+            sum[pair] = Vector::new(F::new(0.0));
+        }
+        sums.push(sum);
+    }
+    sums
+}
+
+/// This warp's products of one staged slice (bf16, `S`) through `ldmatrix` and
+/// `mma.m16n8k16`: for each 16-deep step, its [`WARP_PRODUCTS`] patch blocks of 16 rows
+/// times its [`WARP_MMA_COLUMNS`] filter blocks of 8 columns, into `sums` (row block-major).
+///
+/// The staging is depth-major (a run of rows, or of columns, contiguous at each depth), the
+/// transpose of the operand layouts `mma` takes; `ldmatrix .trans` reads each 8 × 8 block of
+/// it transposed. Each lane names the 16-byte run of one block's depth: for the patches
+/// (four blocks, one load), depths 0–7 of rows 0–7, then of rows 8–15, then depths 8–15 of
+/// each, the order of the A operand's registers; for the filters (two blocks), depths 0–7
+/// then 8–15 of 8 columns, the B operand's.
+#[cube]
+fn mma_slice<F: Float, S: Float>(
+    staged: &SharedMemory<Vector<S, Four>>,
+    sums: &mut Sequence<Array<Vector<F, Two>>>,
+    warp_row: u32,
+    warp_col: u32,
+    #[comptime] tile: TensorTile,
+) {
+    let mma = cmma::MmaDefinition::<S, S, F>::new(
+        PRODUCT_SIDE as usize,
+        MMA_COLUMNS as usize,
+        BF16_PRODUCT_DEPTH as usize,
+    );
+    let rows_stride = comptime!(tile.rows_stride());
+    let filter_row = comptime!(tile.filter_row());
+    let filters_at = comptime!(tile.patch_vectors());
+    let lane = UNIT_POS_PLANE;
+    let patch_depth = lane % 8 + 8 * (lane / 16);
+    let patch_row = 8 * ((lane / 8) % 2);
+    // Lanes 16–31 take no part in a two-block load, but must name a valid address too.
+    let filter_depth = lane % 16;
+    #[unroll]
+    for step in 0..comptime!(SLICE_DEPTH / BF16_PRODUCT_DEPTH) {
+        let k = step * BF16_PRODUCT_DEPTH;
+        let mut patches = Sequence::<Array<Vector<S, Two>>>::new();
+        #[unroll]
+        for i in 0..WARP_PRODUCTS {
+            let row = warp_row + i * PRODUCT_SIDE + patch_row;
+            let at = ((k + patch_depth) * rows_stride + row / 4) as usize;
+            patches.push(mma.load_matrix::<Vector<S, Four>, Two>(
+                &staged.slice(at, at + 2usize),
+                cmma::MatrixIdent::A,
+                4usize,
+                true,
+            ));
+        }
+        #[unroll]
+        for j in 0..WARP_MMA_COLUMNS {
+            let column = warp_col + j * MMA_COLUMNS;
+            let at = (filters_at + (k + filter_depth) * filter_row + column / 4) as usize;
+            let filters = mma.load_matrix::<Vector<S, Four>, Two>(
+                &staged.slice(at, at + 2usize),
+                cmma::MatrixIdent::B,
+                2usize,
+                true,
+            );
+            #[unroll]
+            for i in 0..WARP_PRODUCTS {
+                mma.execute_inplace(
+                    patches.index(comptime!(i as usize)),
+                    &filters,
+                    sums.index_mut(comptime!((i * WARP_MMA_COLUMNS + j) as usize)),
+                );
+            }
+        }
+    }
+}
+
+/// The warp's `mma` sums into the finished tile ([column][row], `4 · rows_stride` floats a
+/// column), each value where the `mma` layout puts it.
+#[cube]
+fn store_mma_sums<F: Float, S: Float>(
+    sums: &Sequence<Array<Vector<F, Two>>>,
+    finished: &mut SharedMemory<F>,
+    warp_row: u32,
+    warp_col: u32,
+    #[comptime] tile: TensorTile,
+) {
+    let mma = cmma::MmaDefinition::<S, S, F>::new(
+        PRODUCT_SIDE as usize,
+        MMA_COLUMNS as usize,
+        BF16_PRODUCT_DEPTH as usize,
+    );
+    let rows_floats = comptime!(4 * tile.rows_stride());
+    let lane = UNIT_POS_PLANE;
+    #[unroll]
+    for i in 0..WARP_PRODUCTS {
+        #[unroll]
+        for j in 0..WARP_MMA_COLUMNS {
+            let sum = sums.index(comptime!((i * WARP_MMA_COLUMNS + j) as usize));
+            #[unroll]
+            for pair in 0..2u32 {
+                let values = sum[pair as usize];
+                #[unroll]
+                for e in 0..2u32 {
+                    let (row, column) =
+                        mma.position_of_nth(lane, pair * 2 + e, cmma::MatrixIdent::Accumulator);
+                    let row = warp_row + i * PRODUCT_SIDE + row;
+                    let column = warp_col + j * MMA_COLUMNS + column;
+                    finished[(column * rows_floats + row) as usize] = values[e as usize];
+                }
+            }
+        }
     }
 }
 
