@@ -165,7 +165,7 @@ pub fn run_on<T: BackendTask>(kind: BackendKind, task: T) -> Result<T::Output, B
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
             use cubenet_kernels::CubeCuda;
-            crate::kernel_cache::keep_compiled_kernels();
+            crate::cuda_settings::apply();
             let device = burn::backend::cuda::CudaDevice::default();
             probe::<CubeCuda>(kind, &device)?;
             Ok(task.run::<Autodiff<CubeCuda>>(device, kind))
@@ -219,7 +219,7 @@ pub fn check_device(kind: BackendKind) -> Result<(), BackendError> {
         BackendKind::Ndarray => Ok(()),
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            crate::kernel_cache::keep_compiled_kernels();
+            crate::cuda_settings::apply();
             probe::<cubenet_kernels::CubeCuda>(kind, &Default::default())
         }
         #[cfg(feature = "wgpu")]

@@ -8,31 +8,16 @@
 //! CUDA kernel tests once failed with an illegal memory access). So
 //! cubenet gives each build of the running executable (its path, size and modification
 //! time) its own folder under the user's cache directory, `cubenet/kernels/`, and removes
-//! the folders of that executable's earlier builds there. A `cubecl.toml` that chooses a
-//! cache itself is left to decide.
+//! the folders of that executable's earlier builds there ([`crate::cuda_settings`] turns the
+//! cache on, unless a `cubecl.toml` chooses one itself).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use cubecl::config::cache::CacheConfig;
-use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
-
-/// Turns on CubeCL's compiled-kernel cache in this build's folder (see the module's
-/// documentation). Call it before the first CUDA device is made: once CubeCL has read its
-/// settings they stay as they are, and so does a run where the folder cannot be made.
-pub fn keep_compiled_kernels() {
-    let mut settings = CubeClRuntimeConfig::storage().lock();
-    if settings.is_some() {
-        return;
-    }
-    let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
-    if config.compilation.cache.is_none() {
-        config.compilation.cache = dirs::cache_dir()
-            .and_then(|cache| this_builds_folder(&cache.join("cubenet").join("kernels")))
-            .map(CacheConfig::File);
-    }
-    *settings = Some(Arc::new(config));
+/// This build's folder for CubeCL's compiled-kernel cache (see the module's documentation),
+/// made if missing; `None` where it cannot be (see [`this_builds_folder`]).
+pub fn this_builds_cache() -> Option<PathBuf> {
+    dirs::cache_dir().and_then(|cache| this_builds_folder(&cache.join("cubenet").join("kernels")))
 }
 
 /// `<root>/<executable>-<hash of its path>-<hash of its size and modification time>`, made

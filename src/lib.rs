@@ -4,6 +4,7 @@
 pub mod atomic_file;
 pub mod backend;
 pub mod bench;
+pub mod cuda_settings;
 pub mod data;
 pub mod error_line;
 pub mod kernel_cache;

@@ -54,7 +54,7 @@ const WARP_PRODUCTS: u32 = 2;
 const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
 
 /// Two adjacent values: a register of two bf16 operands, or two of an `mma`'s fp32 sums.
-type Two = Const<2>;
+pub(crate) type Two = Const<2>;
 /// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
 pub const FRAGMENT_ALIGN: usize = 32;
 /// Vectors (of 4) padding each staged row: a matrix load reads 8 adjacent values at each
@@ -278,7 +278,15 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
 
     // The finished tile, column-major: column c's row r is float c · rows_floats + r.
     if ldmatrix {
-        store_mma_sums::<F, S>(&mma_sums, &mut finished, warp_row, warp_col, tile);
+        store_mma_sums::<F, S>(
+            &mma_sums,
+            &mut finished,
+            warp_col * rows_floats + warp_row,
+            1u32,
+            rows_floats,
+            WARP_PRODUCTS,
+            WARP_MMA_COLUMNS,
+        );
     } else {
         #[unroll]
         for i in 0..wmma_products {
@@ -376,9 +384,23 @@ fn wmma_slice<F: Float, S: Float, M: Float>(
     }
 }
 
+/// The one `mma` shape the bf16 products run (here and in the weight gradient): 16 rows × 8
+/// columns × 16 deep, bf16 (`S`) operands and fp32 (`F`) sums. Their loads, products and
+/// the store of their sums must all name this same shape.
+#[cube]
+pub(crate) fn bf16_mma<F: Float, S: Float>() -> cmma::MmaDefinition<S, S, F> {
+    cmma::MmaDefinition::<S, S, F>::new(
+        PRODUCT_SIDE as usize,
+        MMA_COLUMNS as usize,
+        BF16_PRODUCT_DEPTH as usize,
+    )
+}
+
 /// A warp's `count` sums of 16 × 8 `mma`s at zero: four fp32 values a lane, as two pairs.
 #[cube]
-fn mma_accumulators<F: Float>(#[comptime] count: u32) -> Sequence<Array<Vector<F, Two>>> {
+pub(crate) fn mma_accumulators<F: Float>(
+    #[comptime] count: u32,
+) -> Sequence<Array<Vector<F, Two>>> {
     let mut sums = Sequence::new();
     #[unroll]
     for _ in 0..count {
@@ -410,11 +432,7 @@ fn mma_slice<F: Float, S: Float>(
     warp_col: u32,
     #[comptime] tile: TensorTile,
 ) {
-    let mma = cmma::MmaDefinition::<S, S, F>::new(
-        PRODUCT_SIDE as usize,
-        MMA_COLUMNS as usize,
-        BF16_PRODUCT_DEPTH as usize,
-    );
+    let mma = bf16_mma::<F, S>();
     let rows_stride = comptime!(tile.rows_stride());
     let filter_row = comptime!(tile.filter_row());
     let filters_at = comptime!(tile.patch_vectors());
@@ -460,28 +478,26 @@ fn mma_slice<F: Float, S: Float>(
     }
 }
 
-/// The warp's `mma` sums into the finished tile ([column][row], `4 · rows_stride` floats a
-/// column), each value where the `mma` layout puts it.
+/// The warp's `mma` sums (`row_blocks` × `column_blocks` products of 16 × 8, row
+/// block-major) into `finished`: value (row, column) of the warp's block at `first +
+/// row · row_step + column · column_step`, each where the `mma` layout puts it.
 #[cube]
-fn store_mma_sums<F: Float, S: Float>(
+pub(crate) fn store_mma_sums<F: Float, S: Float>(
     sums: &Sequence<Array<Vector<F, Two>>>,
     finished: &mut SharedMemory<F>,
-    warp_row: u32,
-    warp_col: u32,
-    #[comptime] tile: TensorTile,
+    first: u32,
+    #[comptime] row_step: u32,
+    #[comptime] column_step: u32,
+    #[comptime] row_blocks: u32,
+    #[comptime] column_blocks: u32,
 ) {
-    let mma = cmma::MmaDefinition::<S, S, F>::new(
-        PRODUCT_SIDE as usize,
-        MMA_COLUMNS as usize,
-        BF16_PRODUCT_DEPTH as usize,
-    );
-    let rows_floats = comptime!(4 * tile.rows_stride());
+    let mma = bf16_mma::<F, S>();
     let lane = UNIT_POS_PLANE;
     #[unroll]
-    for i in 0..WARP_PRODUCTS {
+    for i in 0..row_blocks {
         #[unroll]
-        for j in 0..WARP_MMA_COLUMNS {
-            let sum = sums.index(comptime!((i * WARP_MMA_COLUMNS + j) as usize));
+        for j in 0..column_blocks {
+            let sum = sums.index(comptime!((i * column_blocks + j) as usize));
             #[unroll]
             for pair in 0..2u32 {
                 let values = sum[pair as usize];
@@ -489,9 +505,10 @@ fn store_mma_sums<F: Float, S: Float>(
                 for e in 0..2u32 {
                     let (row, column) =
                         mma.position_of_nth(lane, pair * 2 + e, cmma::MatrixIdent::Accumulator);
-                    let row = warp_row + i * PRODUCT_SIDE + row;
-                    let column = warp_col + j * MMA_COLUMNS + column;
-                    finished[(column * rows_floats + row) as usize] = values[e as usize];
+                    let row = i * PRODUCT_SIDE + row;
+                    let column = j * MMA_COLUMNS + column;
+                    finished[(first + row * row_step + column * column_step) as usize] =
+                        values[e as usize];
                 }
             }
         }

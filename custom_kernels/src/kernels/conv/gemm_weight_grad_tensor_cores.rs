@@ -10,14 +10,19 @@
 //! row-major). Rows are ordered value-major (row = r · 8 + quad slot): the loaders' adjacent
 //! units hold adjacent slots, whose stores then fall in different banks; the sum over
 //! positions does not depend on their order. Each of the eight warps multiplies a 16 × 32
-//! block of the tile with 16 × 16 × k products (see [`super::gemm_tensor_cores`] for `S`,
-//! `M` and k), accumulating in fp32; the finished tile goes through shared memory to be
-//! written within the partials' bounds. The bias sums stay fp32 adds, in registers.
+//! block of the tile k positions at a time (see [`super::gemm_tensor_cores`] for `S`, `M`
+//! and k), accumulating in fp32: TF32 through `wmma` fragments, bf16 through `ldmatrix` and
+//! `mma.m16n8k16`, as the forward does and for the same reason. The finished tile goes
+//! through shared memory to be written within the partials' bounds. The bias sums stay fp32
+//! adds, in registers.
 
 use cubecl::prelude::*;
 
 use super::gemm::CUBE_UNITS;
-use super::gemm_tensor_cores::{FRAGMENT_ALIGN, PRODUCT_SIDE, accumulators, operand_parts};
+use super::gemm_tensor_cores::{
+    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, Two, accumulators, bf16_mma,
+    mma_accumulators, operand_parts, store_mma_sums,
+};
 use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, TILE_SIDE};
 use crate::kernels::geometry::Window;
 
@@ -32,6 +37,8 @@ const FINISHED_ROW: u32 = TILE_SIDE + 4;
 /// Tile rows of products (filters / 16) and columns of a warp's products (2 × 16 columns).
 const PRODUCT_ROWS: u32 = TILE_SIDE / PRODUCT_SIDE;
 const WARP_PRODUCTS: u32 = 2;
+/// The bf16 `mma`s across a warp's 32 columns.
+const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
 
 /// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile (CUBE_POS_Y filters,
 /// CUBE_POS_X columns), as [`super::gemm_weight_grad::conv_gemm_weight_grad`], whose
@@ -61,26 +68,30 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         FRAGMENT_ALIGN,
     );
 
-    let staged_row = comptime!(STAGED_ROW);
     let finished_row = comptime!(FINISHED_ROW);
     // This warp's block: filters from `warp_co`, columns from `warp_k`.
     let warp = UNIT_POS / PLANE_DIM;
     let warp_co = (warp % PRODUCT_ROWS) * PRODUCT_SIDE;
     let warp_k = (warp / PRODUCT_ROWS) * WARP_PRODUCTS * PRODUCT_SIDE;
-    let sums = accumulators::<F>(WARP_PRODUCTS, product_depth);
+    // The sums and operands of one path or the other (bf16 through `ldmatrix` and `mma`,
+    // TF32 through `wmma`, as in the forward): the other's are empty, and so is their code.
+    let ldmatrix = comptime!(product_depth == BF16_PRODUCT_DEPTH);
+    let wmma_products = comptime!(if ldmatrix { 0 } else { WARP_PRODUCTS });
+    let sums = accumulators::<F>(wmma_products, product_depth);
     let grad_parts = operand_parts::<M>(
         cmma::MatrixIdent::A,
         cmma::MatrixLayout::ColMajor,
-        1u32,
+        comptime!(if ldmatrix { 0u32 } else { 1u32 }),
         product_depth,
     );
-    let grad_part = grad_parts.index(0usize);
     let patch_parts = operand_parts::<M>(
         cmma::MatrixIdent::B,
         cmma::MatrixLayout::RowMajor,
-        WARP_PRODUCTS,
+        wmma_products,
         product_depth,
     );
+    let mut mma_sums =
+        mma_accumulators::<F>(comptime!(if ldmatrix { WARP_MMA_COLUMNS } else { 0 }));
 
     let bias_loader = with_bias && CUBE_POS_X == 0;
     let mut bias_sums = Array::<F>::new(LOADS_PER_UNIT as usize);
@@ -108,48 +119,46 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             }
         }
         sync_cube();
-        #[unroll]
-        for step in 0..comptime!(SLICE_POSITIONS / product_depth) {
-            let row = step * product_depth * STAGED_ROW;
-            cmma::load(
-                grad_part,
-                &grads.slice((row + warp_co) as usize, grads.len()),
-                staged_row.runtime(),
+        if ldmatrix {
+            mma_slice::<F, S>(&grads, &patches, &mut mma_sums, warp_co, warp_k);
+        } else {
+            wmma_slice::<F, S, M>(
+                &grads,
+                &patches,
+                &grad_parts,
+                &patch_parts,
+                &sums,
+                warp_co,
+                warp_k,
+                product_depth,
             );
-            #[unroll]
-            for j in 0..WARP_PRODUCTS {
-                let at = (row + warp_k + j * PRODUCT_SIDE) as usize;
-                cmma::load(
-                    patch_parts.index(comptime!(j as usize)),
-                    &patches.slice(at, patches.len()),
-                    staged_row.runtime(),
-                );
-            }
-            #[unroll]
-            for j in 0..WARP_PRODUCTS {
-                let sum = sums.index(comptime!(j as usize));
-                cmma::execute::<M, M, F, F>(
-                    grad_part,
-                    patch_parts.index(comptime!(j as usize)),
-                    sum,
-                    sum,
-                );
-            }
         }
         sync_cube();
         first += SLICE_QUADS as usize;
     }
 
     // The finished tile, row-major: filter co's column k is co · FINISHED_ROW + k.
-    #[unroll]
-    for j in 0..WARP_PRODUCTS {
-        let at = (warp_co * FINISHED_ROW + warp_k + j * PRODUCT_SIDE) as usize;
-        cmma::store(
-            &mut finished.slice_mut(at, finished.len()),
-            sums.index(comptime!(j as usize)),
-            finished_row.runtime(),
-            cmma::MatrixLayout::RowMajor,
+    if ldmatrix {
+        store_mma_sums::<F, S>(
+            &mma_sums,
+            &mut finished,
+            warp_co * FINISHED_ROW + warp_k,
+            finished_row,
+            1u32,
+            1u32,
+            WARP_MMA_COLUMNS,
         );
+    } else {
+        #[unroll]
+        for j in 0..wmma_products {
+            let at = (warp_co * FINISHED_ROW + warp_k + j * PRODUCT_SIDE) as usize;
+            cmma::store(
+                &mut finished.slice_mut(at, finished.len()),
+                sums.index(comptime!(j as usize)),
+                finished_row.runtime(),
+                cmma::MatrixLayout::RowMajor,
+            );
+        }
     }
     sync_cube();
     // Adjacent units write adjacent columns of a filter's row.
@@ -183,6 +192,105 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             if co < loader.c_out {
                 partials[loader.partials_row(co) + loader.depth] = bias;
             }
+        }
+    }
+}
+
+/// This warp's products of one staged slice through `wmma` fragments (TF32): its 16
+/// filters times its [`WARP_PRODUCTS`] blocks of 16 columns, `product_depth` positions at a
+/// time.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn wmma_slice<F: Float, S: Float, M: Float>(
+    grads: &SharedMemory<S>,
+    patches: &SharedMemory<S>,
+    grad_parts: &Sequence<cmma::Matrix<M>>,
+    patch_parts: &Sequence<cmma::Matrix<M>>,
+    sums: &Sequence<cmma::Matrix<F>>,
+    warp_co: u32,
+    warp_k: u32,
+    #[comptime] product_depth: u32,
+) {
+    let staged_row = comptime!(STAGED_ROW);
+    let grad_part = grad_parts.index(0usize);
+    #[unroll]
+    for step in 0..comptime!(SLICE_POSITIONS / product_depth) {
+        let row = step * product_depth * STAGED_ROW;
+        cmma::load(
+            grad_part,
+            &grads.slice((row + warp_co) as usize, grads.len()),
+            staged_row.runtime(),
+        );
+        #[unroll]
+        for j in 0..WARP_PRODUCTS {
+            let at = (row + warp_k + j * PRODUCT_SIDE) as usize;
+            cmma::load(
+                patch_parts.index(comptime!(j as usize)),
+                &patches.slice(at, patches.len()),
+                staged_row.runtime(),
+            );
+        }
+        #[unroll]
+        for j in 0..WARP_PRODUCTS {
+            let sum = sums.index(comptime!(j as usize));
+            cmma::execute::<M, M, F, F>(
+                grad_part,
+                patch_parts.index(comptime!(j as usize)),
+                sum,
+                sum,
+            );
+        }
+    }
+}
+
+/// This warp's products of one staged slice (bf16, `S`) through `ldmatrix` and
+/// `mma.m16n8k16`: for each 16 positions, its 16 filters times its [`WARP_MMA_COLUMNS`]
+/// blocks of 8 columns, into `sums`.
+///
+/// Both stagings are position-major, the transposes of the operand layouts, as the
+/// forward's are ([`super::gemm_tensor_cores`]); `ldmatrix .trans` reads each 8 × 8 block
+/// transposed. Each lane names the 16-byte run of one block's position: for the gradients
+/// (four blocks, one load), positions 0–7 of filters 0–7, then of filters 8–15, then
+/// positions 8–15 of each, the order of the A operand's registers; for the patches (two
+/// blocks), positions 0–7 then 8–15 of 8 columns, the B operand's.
+#[cube]
+fn mma_slice<F: Float, S: Float>(
+    grads: &SharedMemory<S>,
+    patches: &SharedMemory<S>,
+    sums: &mut Sequence<Array<Vector<F, Two>>>,
+    warp_co: u32,
+    warp_k: u32,
+) {
+    let mma = bf16_mma::<F, S>();
+    let lane = UNIT_POS_PLANE;
+    let grad_position = lane % 8 + 8 * (lane / 16);
+    let grad_filter = 8 * ((lane / 8) % 2);
+    // Lanes 16–31 take no part in a two-block load, but must name a valid address too.
+    let patch_position = lane % 16;
+    #[unroll]
+    for step in 0..comptime!(SLICE_POSITIONS / BF16_PRODUCT_DEPTH) {
+        let row = step * BF16_PRODUCT_DEPTH;
+        let at = ((row + grad_position) * STAGED_ROW + warp_co + grad_filter) as usize;
+        let grad_part = mma.load_matrix::<S, Two>(
+            &grads.slice(at, at + 8usize),
+            cmma::MatrixIdent::A,
+            4usize,
+            true,
+        );
+        #[unroll]
+        for j in 0..WARP_MMA_COLUMNS {
+            let at = ((row + patch_position) * STAGED_ROW + warp_k + j * MMA_COLUMNS) as usize;
+            let patch_part = mma.load_matrix::<S, Two>(
+                &patches.slice(at, at + 8usize),
+                cmma::MatrixIdent::B,
+                2usize,
+                true,
+            );
+            mma.execute_inplace(
+                &grad_part,
+                &patch_part,
+                sums.index_mut(comptime!(j as usize)),
+            );
         }
     }
 }
