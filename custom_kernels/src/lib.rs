@@ -352,6 +352,22 @@ pub trait KernelBackend: Backend {
     ) -> (Vec<FloatTensor<Self>>, AdamMoments<FloatTensor<Self>>) {
         reference::adam_update::<Self>(params, grads, moments, step)
     }
+
+    /// `tensors` (at least one) in one new flat buffer, for one collective over all of them
+    /// (a data-parallel step averages its gradients in one all-reduce); [`Self::unpack`]
+    /// takes them back out. Where each lies is the backend's choice, read only by `unpack`:
+    /// the default body concatenates them; the CubeCL backends copy them in one launch, each
+    /// starting at the runtime's memory alignment, so that unpacking makes views, not
+    /// copies. What lies between them is no value.
+    fn pack(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        reference::pack::<Self>(tensors)
+    }
+
+    /// The tensors of `shapes`, in order, that [`Self::pack`] put into `packed` (or into
+    /// what a collective made of that buffer: one of the same length and layout).
+    fn unpack(packed: FloatTensor<Self>, shapes: Vec<Shape>) -> Vec<FloatTensor<Self>> {
+        reference::unpack::<Self>(packed, shapes)
+    }
 }
 
 /// Adam's first and second moments of a group of parameters, one tensor each per parameter.

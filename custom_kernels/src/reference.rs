@@ -6,6 +6,7 @@ use burn::prelude::*;
 use burn::tensor::activation::{log_softmax, relu, softmax};
 use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
+use burn::tensor::{Slice, TensorMetadata};
 
 use crate::{
     AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, NO_ARGMAX,
@@ -345,5 +346,31 @@ fn step<B: Backend>(
         .into_iter()
         .zip(directions)
         .map(|(param, direction)| B::float_sub(param, B::float_mul_scalar(direction, lr.into())))
+        .collect()
+}
+
+/// Each tensor flattened, one after the other.
+pub fn pack<B: Backend>(tensors: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+    let flat = tensors
+        .into_iter()
+        .map(|t| {
+            let elements = t.shape().num_elements();
+            B::float_reshape(t, Shape::new([elements]))
+        })
+        .collect();
+    B::float_cat(flat, 0)
+}
+
+/// [`pack`]'s tensors back: a slice of `packed` each, in order.
+pub fn unpack<B: Backend>(packed: FloatTensor<B>, shapes: Vec<Shape>) -> Vec<FloatTensor<B>> {
+    let mut start = 0;
+    shapes
+        .into_iter()
+        .map(|shape| {
+            let end = start + shape.num_elements();
+            let slice = B::float_slice(packed.clone(), &[Slice::from(start..end)]);
+            start = end;
+            B::float_reshape(slice, shape)
+        })
         .collect()
 }

@@ -25,6 +25,9 @@ use burn::tensor::backend::DeviceId;
 use burn::tensor::backend::distributed::{DistributedBackend, DistributedConfig, ReduceOperation};
 use burn::tensor::ops::FloatTensor;
 use burn::train::ExecutionStrategy;
+use cubecl::Runtime;
+use cubecl::cuda::CudaRuntime;
+use cubecl::device_handle::DeviceHandle;
 use cubenet::train::data_parallel::{self, DataParallel};
 use cubenet_kernels::CubeCuda;
 
@@ -81,17 +84,18 @@ fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> 
 /// its GPU that no other GPU has joined yet, and burn-train's one event processor, reading
 /// that replica's metrics while the others wait for it to take their events, would wait
 /// forever (measured: the first 2-GPU run without the meeting hung within one epoch).
-/// Before it waits there, a replica hands its GPU the kernels still in its CubeCL task
-/// queue, which launches them only when 32 have gathered or the queue is flushed: the GPU
-/// finishes the step's backward pass while the host waits.
+/// Before it waits there, a replica hands its GPU's device thread the tasks still in its
+/// CubeCL queue, which starts on them only when 32 have gathered or the queue is flushed: the
+/// GPU finishes the step's backward pass while the host waits. Only the queue: the client's
+/// `flush` would also block the replica until its GPU had finished the previous step (it
+/// frees the uploads that step read), where a replica ahead of its GPU need not wait.
 fn nccl_average(buffer: FloatTensor<CubeCuda>) -> FloatTensor<CubeCuda> {
     let replicas = REPLICAS
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .clone()
         .expect("gradients are averaged only in a data-parallel run");
-    // A failed flush only loses the overlap; the GPU's own errors come back at a later read.
-    let _ = buffer.client.flush();
+    DeviceHandle::<<CudaRuntime as Runtime>::Server>::new(buffer.device.to_id()).flush_queue();
     replicas.step.wait();
     CubeCuda::all_reduce(buffer, ReduceOperation::Mean, replicas.devices.clone()).resolve()
 }

@@ -11,7 +11,8 @@ use burn::optim::{GradientsParams, MultiGradientsParams};
 use burn::prelude::*;
 use burn::tensor::backend::{AutodiffBackend, DeviceId};
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
-use burn::tensor::{Slice, TensorMetadata, TensorPrimitive};
+use burn::tensor::{TensorMetadata, TensorPrimitive};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 use super::data_parallel::AverageOverReplicas;
 use crate::model::fresh_leaf;
@@ -71,7 +72,7 @@ pub(super) fn update_module<B, M>(
     mut update: impl FnMut(Vec<Operand<B>>) -> Vec<Updated<B>>,
 ) -> M
 where
-    B: AutodiffBackend,
+    B: AutodiffKernelBackend,
     M: AutodiffModule<B>,
 {
     let mut gather = Gather::<B> {
@@ -147,26 +148,20 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Gather<'_, B> {
 
 /// Replaces every operand's gradient by its average over the replicas: the gradients are
 /// packed into one buffer for a single all-reduce (one per step, where Burn's DDP reduces
-/// each parameter on its own), then each takes its slice of the result back.
-fn average_gradients<B: AutodiffBackend>(
+/// each parameter on its own), then each is taken back out of the result
+/// (`KernelBackend::pack`: on a GPU one launch in, views out).
+fn average_gradients<B: AutodiffKernelBackend>(
     operands: &mut [Operand<B>],
     average: AverageOverReplicas<B>,
 ) {
-    let flat: Vec<_> = operands
-        .iter()
-        .map(|o| {
-            let elements = o.grad.shape().num_elements();
-            Inner::<B>::float_reshape(o.grad.clone(), Shape::new([elements]))
-        })
-        .collect();
-    let averaged = average(Inner::<B>::float_cat(flat, 0));
-    let mut start = 0;
-    for operand in operands {
-        let shape = operand.grad.shape();
-        let end = start + shape.num_elements();
-        let slice = Inner::<B>::float_slice(averaged.clone(), &[Slice::from(start..end)]);
-        operand.grad = Inner::<B>::float_reshape(slice, shape);
-        start = end;
+    let shapes = operands.iter().map(|o| o.grad.shape()).collect();
+    let grads = operands.iter().map(|o| o.grad.clone()).collect();
+    let averaged = average(Inner::<B>::pack(grads));
+    for (operand, grad) in operands
+        .iter_mut()
+        .zip(Inner::<B>::unpack(averaged, shapes))
+    {
+        operand.grad = grad;
     }
 }
 

@@ -12,9 +12,11 @@ mod grid;
 mod launch;
 mod layout;
 mod loss;
+mod pack;
 mod pool;
 mod update;
 
+use burn::tensor::Shape;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
@@ -150,5 +152,13 @@ where
         step: AdamStep,
     ) -> (Vec<CubeTensor<R>>, AdamMoments<CubeTensor<R>>) {
         update::adam::<R, F>(params, grads, moments, step)
+    }
+
+    fn pack(tensors: Vec<CubeTensor<R>>) -> CubeTensor<R> {
+        pack::pack::<R, F>(tensors)
+    }
+
+    fn unpack(packed: CubeTensor<R>, shapes: Vec<Shape>) -> Vec<CubeTensor<R>> {
+        pack::unpack(packed, shapes)
     }
 }

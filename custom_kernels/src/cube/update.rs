@@ -111,13 +111,14 @@ pub(crate) fn adam<R: CubeRuntime, F: FloatElement>(
     (all_updated, all_moments)
 }
 
-/// The operands of one launch of an SGD or Adam update: each kind (parameters, gradients,
-/// velocities or moments) as contiguous tensors in parameter order, and a grid that covers the
-/// largest parameter.
-struct UpdateGroup<R: CubeRuntime> {
+/// The operands of one launch over a group of parameters (an SGD or Adam update, or the
+/// packing of their gradients, [`super::pack`]): each kind (parameters, gradients, velocities
+/// or moments, packed places) as contiguous tensors in parameter order, and a grid that
+/// covers the largest of the first kind.
+pub(super) struct UpdateGroup<R: CubeRuntime> {
     operands: Vec<Vec<CubeTensor<R>>>,
-    count: CubeCount,
-    dim: CubeDim,
+    pub count: CubeCount,
+    pub dim: CubeDim,
 }
 
 impl<R: CubeRuntime> UpdateGroup<R> {
@@ -125,7 +126,7 @@ impl<R: CubeRuntime> UpdateGroup<R> {
     /// bindings allow, each parameter taking `buffers` of them (its inputs and outputs): all
     /// at once on CUDA, a few parameters per launch on wgpu (32 storage buffers, one of
     /// them the kernel's metadata).
-    fn split<const K: usize>(kinds: [Vec<CubeTensor<R>>; K], buffers: usize) -> Vec<Self> {
+    pub fn split<const K: usize>(kinds: [Vec<CubeTensor<R>>; K], buffers: usize) -> Vec<Self> {
         let Some(first) = kinds[0].first() else {
             return Vec::new();
         };
@@ -150,8 +151,9 @@ impl<R: CubeRuntime> UpdateGroup<R> {
         groups
     }
 
-    /// The operands of kind `kind` (0: parameters, 1: gradients, then velocities or moments).
-    fn inputs<E: CubePrimitive>(&self, kind: usize) -> SequenceArg<R, Tensor<E>> {
+    /// The operands of kind `kind` as one kernel argument (0: parameters, or the tensors to
+    /// pack; 1: gradients, or their places; then velocities or moments).
+    pub fn inputs<E: CubePrimitive>(&self, kind: usize) -> SequenceArg<R, Tensor<E>> {
         sequence(&self.operands[kind])
     }
 

@@ -14,5 +14,6 @@ pub mod dense;
 pub mod fused;
 pub mod geometry;
 pub mod loss;
+pub mod pack;
 pub mod pool;
 pub mod update;

@@ -2,7 +2,8 @@
 //! host: each parameter shape alone, and all of them (ranks 1, 2 and 4 mixed, sizes around
 //! the launch's cube size) as one group, in both orders; with weight decay in about half of
 //! the groups and without (λ = 0) in the rest; Adam at its first step (zero moments) and at
-//! later ones.
+//! later ones. And the packing of a group's gradients into one buffer for one all-reduce,
+//! and back out, for the same groups.
 
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
@@ -13,7 +14,9 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::cases::values;
-use crate::harness::{KernelCheck, Reference, compare, floats, on_each_backend, tensor};
+use crate::harness::{
+    KernelCheck, Reference, compare, compare_within, floats, on_each_backend, tensor,
+};
 
 /// Parameter shapes, flattened to 4-D: a bias, a dense weight, conv filters, odd sizes.
 const SHAPES: [[usize; 4]; 7] = [
@@ -316,4 +319,54 @@ fn adam_update_matches_float64() {
 #[test]
 fn adam_update_default_bodies_match_float64() {
     with_default_bodies(|| check_adam::<Reference>(&Default::default()));
+}
+
+/// Each group's gradients packed, the buffer doubled (standing for the all-reduce: a buffer
+/// handed back unread, or a gradient taken from the wrong place, shows) and unpacked: each
+/// must come back exactly twice itself, in its shape. The CubeCL backends pack with their
+/// kernel into poisoned buffers, so a copy that misses an element shows as NaN.
+fn check_pack<B: KernelBackend>(device: &B::Device) -> (usize, f64) {
+    let groups = groups();
+    for group in &groups {
+        let grads: Vec<_> = group
+            .iter()
+            .map(|&index| {
+                let [_, grad, _] = operands::<B>(index, device);
+                grad
+            })
+            .collect();
+        let shapes: Vec<_> = grads.iter().map(|grad| grad.shape()).collect();
+        let doubled = B::float_mul_scalar(B::pack(grads), 2.0.into());
+        let unpacked = B::unpack(doubled, shapes.clone());
+        assert_eq!(
+            unpacked.len(),
+            group.len(),
+            "group {group:?}: one tensor each"
+        );
+        for ((&index, grad), shape) in group.iter().zip(unpacked).zip(shapes) {
+            let label = format!(
+                "packed gradient of shape {:?} in group {group:?}",
+                SHAPES[index]
+            );
+            assert_eq!(grad.shape(), shape, "{label}: shape");
+            let [_, values, _] = operand_values(index);
+            let want: Vec<f32> = values.iter().map(|v| 2.0 * v).collect();
+            compare_within(&label, &values_of::<B>(grad, index), &want, 0.0);
+        }
+    }
+    (groups.len(), 0.0)
+}
+
+struct PackCheck;
+
+impl KernelCheck for PackCheck {
+    fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
+        check_pack::<B::InnerBackend>(device)
+    }
+}
+
+/// On NdArray this is the default bodies' packing (NdArray has no kernel of its own for it).
+#[test]
+fn packed_gradients_come_back_exactly() {
+    on_each_backend("pack, unpack (groups)", PackCheck);
 }

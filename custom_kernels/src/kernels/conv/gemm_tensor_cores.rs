@@ -396,6 +396,31 @@ pub(crate) fn bf16_mma<F: Float, S: Float>() -> cmma::MmaDefinition<S, S, F> {
     )
 }
 
+/// Which 16-byte run of a transposed (depth-major) staging this lane names in the
+/// `ldmatrix .trans` loads of one 16-deep `mma` step. The A operand is four 8 × 8 blocks in
+/// one load: depths 0–7 of rows 0–7, then of rows 8–15, then depths 8–15 of each, the order
+/// of its registers; the lane's run starts at (`a_depth`, `a_row`). The B operand is two
+/// blocks, depths 0–7 then 8–15 of 8 columns: the lane's run is at depth `b_depth`.
+#[derive(CubeType)]
+pub(crate) struct LdmatrixRuns {
+    pub a_depth: u32,
+    pub a_row: u32,
+    pub b_depth: u32,
+}
+
+#[cube]
+impl LdmatrixRuns {
+    pub(crate) fn of_this_lane() -> LdmatrixRuns {
+        let lane = UNIT_POS_PLANE;
+        LdmatrixRuns {
+            a_depth: lane % 8 + 8 * (lane / 16),
+            a_row: 8 * ((lane / 8) % 2),
+            // Lanes 16–31 take no part in a two-block load, but must name a valid address.
+            b_depth: lane % 16,
+        }
+    }
+}
+
 /// A warp's `count` sums of 16 × 8 `mma`s at zero: four fp32 values a lane, as two pairs.
 #[cube]
 pub(crate) fn mma_accumulators<F: Float>(
@@ -420,10 +445,8 @@ pub(crate) fn mma_accumulators<F: Float>(
 ///
 /// The staging is depth-major (a run of rows, or of columns, contiguous at each depth), the
 /// transpose of the operand layouts `mma` takes; `ldmatrix .trans` reads each 8 × 8 block of
-/// it transposed. Each lane names the 16-byte run of one block's depth: for the patches
-/// (four blocks, one load), depths 0–7 of rows 0–7, then of rows 8–15, then depths 8–15 of
-/// each, the order of the A operand's registers; for the filters (two blocks), depths 0–7
-/// then 8–15 of 8 columns, the B operand's.
+/// it transposed, each lane naming one run ([`LdmatrixRuns`]): the patches are the A
+/// operand, the filters the B operand.
 #[cube]
 fn mma_slice<F: Float, S: Float>(
     staged: &SharedMemory<Vector<S, Four>>,
@@ -436,19 +459,15 @@ fn mma_slice<F: Float, S: Float>(
     let rows_stride = comptime!(tile.rows_stride());
     let filter_row = comptime!(tile.filter_row());
     let filters_at = comptime!(tile.patch_vectors());
-    let lane = UNIT_POS_PLANE;
-    let patch_depth = lane % 8 + 8 * (lane / 16);
-    let patch_row = 8 * ((lane / 8) % 2);
-    // Lanes 16–31 take no part in a two-block load, but must name a valid address too.
-    let filter_depth = lane % 16;
+    let runs = LdmatrixRuns::of_this_lane();
     #[unroll]
     for step in 0..comptime!(SLICE_DEPTH / BF16_PRODUCT_DEPTH) {
         let k = step * BF16_PRODUCT_DEPTH;
         let mut patches = Sequence::<Array<Vector<S, Two>>>::new();
         #[unroll]
         for i in 0..WARP_PRODUCTS {
-            let row = warp_row + i * PRODUCT_SIDE + patch_row;
-            let at = ((k + patch_depth) * rows_stride + row / 4) as usize;
+            let row = warp_row + i * PRODUCT_SIDE + runs.a_row;
+            let at = ((k + runs.a_depth) * rows_stride + row / 4) as usize;
             patches.push(mma.load_matrix::<Vector<S, Four>, Two>(
                 &staged.slice(at, at + 2usize),
                 cmma::MatrixIdent::A,
@@ -459,7 +478,7 @@ fn mma_slice<F: Float, S: Float>(
         #[unroll]
         for j in 0..WARP_MMA_COLUMNS {
             let column = warp_col + j * MMA_COLUMNS;
-            let at = (filters_at + (k + filter_depth) * filter_row + column / 4) as usize;
+            let at = (filters_at + (k + runs.b_depth) * filter_row + column / 4) as usize;
             let filters = mma.load_matrix::<Vector<S, Four>, Two>(
                 &staged.slice(at, at + 2usize),
                 cmma::MatrixIdent::B,

@@ -20,8 +20,8 @@ use cubecl::prelude::*;
 
 use super::gemm::CUBE_UNITS;
 use super::gemm_tensor_cores::{
-    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, Two, accumulators, bf16_mma,
-    mma_accumulators, operand_parts, store_mma_sums,
+    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, LdmatrixRuns, MMA_COLUMNS, PRODUCT_SIDE, Two, accumulators,
+    bf16_mma, mma_accumulators, operand_parts, store_mma_sums,
 };
 use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, TILE_SIDE};
 use crate::kernels::geometry::Window;
@@ -249,10 +249,8 @@ fn wmma_slice<F: Float, S: Float, M: Float>(
 ///
 /// Both stagings are position-major, the transposes of the operand layouts, as the
 /// forward's are ([`super::gemm_tensor_cores`]); `ldmatrix .trans` reads each 8 × 8 block
-/// transposed. Each lane names the 16-byte run of one block's position: for the gradients
-/// (four blocks, one load), positions 0–7 of filters 0–7, then of filters 8–15, then
-/// positions 8–15 of each, the order of the A operand's registers; for the patches (two
-/// blocks), positions 0–7 then 8–15 of 8 columns, the B operand's.
+/// transposed, each lane naming one run ([`LdmatrixRuns`], whose depth is here the
+/// position): the gradients are the A operand (rows: filters), the patches the B operand.
 #[cube]
 fn mma_slice<F: Float, S: Float>(
     grads: &SharedMemory<S>,
@@ -262,15 +260,11 @@ fn mma_slice<F: Float, S: Float>(
     warp_k: u32,
 ) {
     let mma = bf16_mma::<F, S>();
-    let lane = UNIT_POS_PLANE;
-    let grad_position = lane % 8 + 8 * (lane / 16);
-    let grad_filter = 8 * ((lane / 8) % 2);
-    // Lanes 16–31 take no part in a two-block load, but must name a valid address too.
-    let patch_position = lane % 16;
+    let runs = LdmatrixRuns::of_this_lane();
     #[unroll]
     for step in 0..comptime!(SLICE_POSITIONS / BF16_PRODUCT_DEPTH) {
         let row = step * BF16_PRODUCT_DEPTH;
-        let at = ((row + grad_position) * STAGED_ROW + warp_co + grad_filter) as usize;
+        let at = ((row + runs.a_depth) * STAGED_ROW + warp_co + runs.a_row) as usize;
         let grad_part = mma.load_matrix::<S, Two>(
             &grads.slice(at, at + 8usize),
             cmma::MatrixIdent::A,
@@ -279,7 +273,7 @@ fn mma_slice<F: Float, S: Float>(
         );
         #[unroll]
         for j in 0..WARP_MMA_COLUMNS {
-            let at = ((row + patch_position) * STAGED_ROW + warp_k + j * MMA_COLUMNS) as usize;
+            let at = ((row + runs.b_depth) * STAGED_ROW + warp_k + j * MMA_COLUMNS) as usize;
             let patch_part = mma.load_matrix::<S, Two>(
                 &patches.slice(at, at + 8usize),
                 cmma::MatrixIdent::B,
