@@ -24,10 +24,12 @@ pub mod reference;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+use std::pin::Pin;
+
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, ExecutionError};
 use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{TensorData, TensorPrimitive};
 
 pub use kernels::geometry::NO_ARGMAX;
 
@@ -368,7 +370,21 @@ pub trait KernelBackend: Backend {
     fn unpack(packed: FloatTensor<Self>, shapes: Vec<Shape>) -> Vec<FloatTensor<Self>> {
         reference::unpack::<Self>(packed, shapes)
     }
+
+    /// The values of `floats`, then of `ints`, when awaited, copied to the host behind the
+    /// work launched so far. The default body reads them when awaited, as Burn's
+    /// transactions do; the CubeCL backends queue the copies now, so that a read awaited
+    /// later waits for the work launched before this call only, not for what was launched
+    /// in between (burn-train reads a training step's outputs after the next step's
+    /// backward pass has been queued).
+    fn read_early(floats: Vec<FloatTensor<Self>>, ints: Vec<IntTensor<Self>>) -> PendingRead {
+        reference::read_early::<Self>(floats, ints)
+    }
 }
+
+/// Tensor values on their way to the host: see [`KernelBackend::read_early`].
+pub type PendingRead =
+    Pin<Box<dyn Future<Output = Result<Vec<TensorData>, ExecutionError>> + Send>>;
 
 /// Adam's first and second moments of a group of parameters, one tensor each per parameter.
 #[derive(Debug, Clone)]

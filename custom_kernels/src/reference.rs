@@ -10,7 +10,7 @@ use burn::tensor::{Slice, TensorMetadata};
 
 use crate::{
     AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, NO_ARGMAX,
-    PoolOptions2d, float, from_float,
+    PendingRead, PoolOptions2d, float, from_float,
 };
 
 fn burn_conv_options(options: ConvOptions2d) -> ConvOptions<2> {
@@ -373,4 +373,18 @@ pub fn unpack<B: Backend>(packed: FloatTensor<B>, shapes: Vec<Shape>) -> Vec<Flo
             B::float_reshape(slice, shape)
         })
         .collect()
+}
+
+/// The values of `floats`, then of `ints`, read when awaited.
+pub fn read_early<B: Backend>(floats: Vec<FloatTensor<B>>, ints: Vec<IntTensor<B>>) -> PendingRead {
+    Box::pin(async move {
+        let mut values = Vec::with_capacity(floats.len() + ints.len());
+        for tensor in floats {
+            values.push(B::float_into_data(tensor).await?);
+        }
+        for tensor in ints {
+            values.push(B::int_into_data(tensor).await?);
+        }
+        Ok(values)
+    })
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Cnn, CnnConfig, KernelPath, LeNetConfig, Mlp, MlpConfig, ModelError, Sequential,
-    SimpleCnnConfig, with_fresh_leaves,
+    SimpleCnnConfig, StepOutputs, with_fresh_leaves,
 };
 use crate::data::{ImageBatch, ImageShape};
 
@@ -147,24 +147,30 @@ impl<B: KernelBackend> ImageModel<B> {
 
 impl<B: AutodiffKernelBackend> TrainStep for ImageModel<B> {
     type Input = ImageBatch<B>;
-    type Output = ClassificationOutput<B>;
+    type Output = StepOutputs;
 
     /// Differentiates with respect to fresh leaves of the parameters' values, which drops
     /// burn-train's DDP marks (see [`with_fresh_leaves`]): cubenet's optimizers average the
-    /// replicas' gradients themselves.
-    fn step(&self, batch: ImageBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
+    /// replicas' gradients themselves. The outputs' copy for the metrics is queued before
+    /// the backward pass ([`StepOutputs`] says why).
+    fn step(&self, batch: ImageBatch<B>) -> TrainOutput<StepOutputs> {
         let model = with_fresh_leaves(self);
         let item = model.forward_classification(batch);
-        TrainOutput::new(&model, item.loss.backward(), item)
+        let outputs = StepOutputs::read_early(ClassificationOutput {
+            output: item.output.inner(),
+            loss: item.loss.clone().inner(),
+            targets: item.targets.inner(),
+        });
+        TrainOutput::new(&model, item.loss.backward(), outputs)
     }
 }
 
 impl<B: KernelBackend> InferenceStep for ImageModel<B> {
     type Input = ImageBatch<B>;
-    type Output = ClassificationOutput<B>;
+    type Output = StepOutputs;
 
-    fn step(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
-        self.forward_classification(batch)
+    fn step(&self, batch: ImageBatch<B>) -> StepOutputs {
+        StepOutputs::read_early(self.forward_classification(batch))
     }
 }
 

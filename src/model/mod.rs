@@ -14,6 +14,7 @@ mod layer_spec;
 mod mlp;
 mod presets;
 mod sequential;
+mod step_outputs;
 mod tabular_net;
 
 pub use activation::Activation;
@@ -30,6 +31,7 @@ pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, Width};
 pub use mlp::{Mlp, MlpConfig};
 pub use presets::{LeNetConfig, SimpleCnnConfig};
 pub use sequential::{Sequential, TorchLayer};
+pub use step_outputs::StepOutputs;
 pub use tabular_net::{TabularNet, TabularOutput, Task};
 
 /// A network that cannot be built as configured; names the layer and the sizes involved.

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::artifact_dir::claim_artifact_dir;
 use super::artifacts::{CONFIG_FILE, plot_learning_curves, save_config, save_model};
+use super::checkpoint_reads;
 use super::confusion::ConfusionMatrix;
 use super::data_parallel::{self, DataParallel};
 use super::launch_guard::guard_launch;
@@ -215,15 +216,13 @@ pub fn train<B: AutodiffKernelBackend>(
     if let Some(strategy) = strategy {
         training = training.with_training_strategy(strategy.into());
     }
-    let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?
-        .with_replicas(match replicated {
-            Some(_) => devices_count,
-            None => 1,
-        });
+    let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
     let (training, watch) = with_run_settings(training, artifact_dir, length);
+    let rehearsal = checkpoint_reads::rehearse(&model, &run.devices());
     let result = guard_launch(config.batch_size, artifact_dir, &watch, || {
         training.launch(Learner::new(model, optimizer, schedule))
     })?;
+    drop(rehearsal);
     let model = finish_run(artifact_dir, result, &watch, config.learning_rate, device)?.model;
     let speed = TrainingSpeed::of(&watch.training_phases(), devices_count);
     if let Some(speed) = speed {

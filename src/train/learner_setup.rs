@@ -34,9 +34,6 @@ pub struct RunLength {
     pub patience: usize,
     /// The epoch a resumed run continues after (see [`super::begin_run`]).
     pub resume_after: Option<usize>,
-    /// Model replicas that each decide early stopping (DDP: one per device), of which only
-    /// the first validates.
-    pub replicas: usize,
 }
 
 impl RunLength {
@@ -63,13 +60,12 @@ impl RunLength {
             epochs,
             patience,
             resume_after,
-            replicas: 1,
         })
     }
 
-    /// The same length, decided by `replicas` model replicas.
-    pub fn with_replicas(self, replicas: usize) -> Self {
-        Self { replicas, ..self }
+    /// The first epoch this process trains.
+    fn first_epoch(&self) -> usize {
+        self.resume_after.map_or(1, |after| after + 1)
     }
 }
 
@@ -107,14 +103,15 @@ where
         .with_application_logger(None)
         .with_metric_logger(EpochMetricLogger::new(
             dir,
-            length.resume_after,
+            length.first_epoch(),
             watch.clone(),
         ))
         .with_file_checkpointer(ModelRecorder::stopping(watch.clone()))
         .with_checkpointing_strategy(SaveEveryEpoch)
         .early_stopping(PatienceStopping {
             patience: length.patience,
-            wait_for_validation: length.replicas > 1,
+            first_epoch: length.first_epoch(),
+            watch: watch.clone(),
         })
         .metric_train(watch.clone())
         .metric_valid(watch.for_validation())

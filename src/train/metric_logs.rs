@@ -41,10 +41,11 @@ pub(super) struct EpochMetricLogger {
 }
 
 impl EpochMetricLogger {
-    pub fn new(artifact_dir: &Path, resume_after: Option<usize>, watch: TrainingWatch) -> Self {
+    /// Logs of a run whose first epoch in this process is `first_epoch`.
+    pub fn new(artifact_dir: &Path, first_epoch: usize, watch: TrainingWatch) -> Self {
         Self {
             dir: artifact_dir.to_path_buf(),
-            first_epoch: resume_after.map_or(1, |epoch| epoch + 1),
+            first_epoch,
             names: HashMap::new(),
             open: HashMap::new(),
             open_epoch: None,
@@ -187,7 +188,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let interrupter = Interrupter::new();
         let mut logger =
-            EpochMetricLogger::new(dir.path(), Some(2), TrainingWatch::new(interrupter.clone()));
+            EpochMetricLogger::new(dir.path(), 3, TrainingWatch::new(interrupter.clone()));
         let loss = definition("Loss");
         logger.log_metric_definition(loss.clone());
         // burn-train calls a resumed run's first epoch 1; it is epoch 3.
@@ -217,7 +218,7 @@ mod tests {
         fs::write(dir.path().join("train"), "not a folder").unwrap();
         let interrupter = Interrupter::new();
         let watch = TrainingWatch::new(interrupter.clone());
-        let mut logger = EpochMetricLogger::new(dir.path(), None, watch.clone());
+        let mut logger = EpochMetricLogger::new(dir.path(), 1, watch.clone());
         let loss = definition("Loss");
         logger.log_metric_definition(loss.clone());
         logger.log(update(&loss, 1.0), 1, &Split::Train);

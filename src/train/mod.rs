@@ -3,6 +3,7 @@
 
 mod artifact_dir;
 mod artifacts;
+mod checkpoint_reads;
 mod checkpoints;
 mod config;
 mod confusion;

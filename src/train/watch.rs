@@ -3,9 +3,11 @@
 //! checkpoint stays the newest) and notes when each epoch's last training or validation
 //! step ended and how many images it trained on, so a run can report its first epoch
 //! (kernel compilation and autotuning on a GPU, for the training and the validation shapes)
-//! apart from the rest, and its training speed.
+//! apart from the rest, and its training speed. It also says when an epoch's validation has
+//! ended, so that early stopping reads a complete validation loss (see
+//! [`TrainingWatch::wait_for_validation`]).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use burn::prelude::*;
@@ -108,6 +110,8 @@ struct EpochRecord {
     training_end: Option<Instant>,
     /// Images its training steps took.
     trained: usize,
+    /// Whether its validation has ended.
+    validated: bool,
 }
 
 #[derive(Debug)]
@@ -130,7 +134,8 @@ impl Record {
 /// What the watch saw; cloned into the metrics, read after training.
 #[derive(Clone)]
 pub struct TrainingWatch {
-    record: Arc<Mutex<Record>>,
+    /// The record, and the signal of each epoch's end of validation.
+    record: Arc<(Mutex<Record>, Condvar)>,
     interrupter: Interrupter,
     name: MetricName,
     /// Training steps are checked and counted; validation steps only mark the time.
@@ -141,12 +146,15 @@ impl TrainingWatch {
     /// A watch that stops training through `interrupter`; its clock starts now.
     pub fn new(interrupter: Interrupter) -> Self {
         Self {
-            record: Arc::new(Mutex::new(Record {
-                started: Instant::now(),
-                epochs: Vec::new(),
-                failure: None,
-                failed_write: None,
-            })),
+            record: Arc::new((
+                Mutex::new(Record {
+                    started: Instant::now(),
+                    epochs: Vec::new(),
+                    failure: None,
+                    failed_write: None,
+                }),
+                Condvar::new(),
+            )),
             interrupter,
             name: Arc::new("Loss check".into()),
             training: true,
@@ -214,8 +222,34 @@ impl TrainingWatch {
             .collect()
     }
 
+    /// Waits until `epoch`'s validation has ended or `deadline` has passed, and says
+    /// whether it ended. burn-train logs the last validation step's metrics and the epoch's
+    /// end before it clears the validation metrics, which is when the watch learns of it: a
+    /// read of the event store after this returns sees the epoch's whole validation.
+    pub fn wait_for_validation(&self, epoch: usize, deadline: Instant) -> bool {
+        let (_, ended) = &*self.record;
+        let mut record = self.lock();
+        loop {
+            if record
+                .epochs
+                .iter()
+                .any(|e| e.epoch == epoch && e.validated)
+            {
+                return true;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            record = ended
+                .wait_timeout(record, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Record> {
         self.record
+            .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -238,6 +272,7 @@ impl Metric for TrainingWatch {
                 end: now,
                 training_end: None,
                 trained: 0,
+                validated: false,
             });
         }
         let current = record.epochs.last_mut().expect("pushed above");
@@ -260,7 +295,16 @@ impl Metric for TrainingWatch {
         SerializedEntry::new(format!("{}", loss.loss), "0".into())
     }
 
-    fn clear(&mut self) {}
+    /// burn-train clears the validation metrics at the end of each epoch's validation.
+    fn clear(&mut self) {
+        if self.training {
+            return;
+        }
+        if let Some(last) = self.lock().epochs.last_mut() {
+            last.validated = true;
+        }
+        self.record.1.notify_all();
+    }
 }
 
 #[cfg(test)]
@@ -288,16 +332,48 @@ mod tests {
         assert_eq!(TrainingSpeed::of(&[], 1), None);
     }
 
-    #[test]
-    fn phases_count_training_images_and_end_at_the_last_training_step() {
-        let watch = TrainingWatch::new(Interrupter::new());
-        let (mut training, mut validation) = (watch.clone(), watch.for_validation());
-        let step = |epoch| MetricMetadata {
+    /// The metadata of a step of `epoch` (of 2).
+    fn step(epoch: usize) -> MetricMetadata {
+        MetricMetadata {
             progress: Progress::new(1, 1),
             global_progress: Progress::new(epoch, 2),
             iteration: Some(1),
             lr: None,
+        }
+    }
+
+    #[test]
+    fn an_epochs_validation_ends_when_burn_train_clears_the_validation_metrics() {
+        let watch = TrainingWatch::new(Interrupter::new());
+        let (mut training, mut validation) = (watch.clone(), watch.for_validation());
+        let loss = StepLoss {
+            loss: 0.5,
+            items: 8,
         };
+        let soon = || Instant::now() + std::time::Duration::from_millis(20);
+        training.update(&loss, &step(1));
+        // The training metrics' end of epoch says nothing about validation.
+        training.clear();
+        validation.update(&loss, &step(1));
+        assert!(!watch.wait_for_validation(1, soon()));
+        // Another thread waits; the end of the validation wakes it.
+        let waiting = {
+            let watch = watch.clone();
+            std::thread::spawn(move || {
+                watch.wait_for_validation(1, Instant::now() + std::time::Duration::from_secs(60))
+            })
+        };
+        validation.clear();
+        assert!(waiting.join().unwrap());
+        assert!(watch.wait_for_validation(1, soon()));
+        training.update(&loss, &step(2));
+        assert!(!watch.wait_for_validation(2, soon()));
+    }
+
+    #[test]
+    fn phases_count_training_images_and_end_at_the_last_training_step() {
+        let watch = TrainingWatch::new(Interrupter::new());
+        let (mut training, mut validation) = (watch.clone(), watch.for_validation());
         let loss = |items| StepLoss { loss: 0.5, items };
         training.update(&loss(64), &step(1));
         training.update(&loss(36), &step(1));

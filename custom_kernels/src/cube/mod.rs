@@ -14,6 +14,7 @@ mod layout;
 mod loss;
 mod pack;
 mod pool;
+mod read;
 mod update;
 
 use burn::tensor::Shape;
@@ -22,7 +23,7 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 
 use crate::{
     AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads,
-    PoolOptions2d, Precision,
+    PendingRead, PoolOptions2d, Precision,
 };
 
 impl<R, F, I, BT> KernelBackend for CubeBackend<R, F, I, BT>
@@ -160,5 +161,9 @@ where
 
     fn unpack(packed: CubeTensor<R>, shapes: Vec<Shape>) -> Vec<CubeTensor<R>> {
         pack::unpack(packed, shapes)
+    }
+
+    fn read_early(floats: Vec<CubeTensor<R>>, ints: Vec<CubeTensor<R>>) -> PendingRead {
+        read::read_early(floats.into_iter().chain(ints).collect())
     }
 }

@@ -16,4 +16,5 @@ mod gradcheck;
 mod harness;
 mod loss;
 mod pool;
+mod read;
 mod update;

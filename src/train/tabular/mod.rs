@@ -23,6 +23,7 @@ pub use model_files::{PREPROCESSING_FILE, TabularModel};
 
 use super::artifact_dir::claim_artifact_dir;
 use super::artifacts::{BestEpoch, plot_learning_curves};
+use super::checkpoint_reads;
 use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
@@ -371,9 +372,11 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
         }
         let length = RunLength::new(artifact_dir, config.epochs, config.patience, resume_after)?;
         let (training, watch) = with_run_settings(training, artifact_dir, length);
+        let rehearsal = checkpoint_reads::rehearse(&net, std::slice::from_ref(device));
         let result = guard_launch(batch, artifact_dir, &watch, || {
             training.launch(Learner::new(net, optimizer, learning_rate))
         })?;
+        drop(rehearsal);
         let best = finish_run(artifact_dir, result, &watch, learning_rate, device)?;
         Ok(Fitted {
             best,
