@@ -21,6 +21,7 @@ mod recorder;
 mod resume;
 mod run;
 mod run_context;
+mod saved_run;
 pub mod tabular;
 mod torch_weights;
 mod watch;
@@ -49,6 +50,7 @@ pub use recorder::{ModelRecorder, RecordError, decode_model_record, decode_recor
 pub use resume::{Resumable, begin_run};
 pub use run::{Run, RunJob};
 pub use run_context::RunContext;
+pub use saved_run::{ImageClassifier, RowModel, SavedModel, SavedRun, SavedRunError};
 pub use torch_weights::{
     EXPORT_DIR, EXPORT_FORMAT, EXPORT_WEIGHTS, Export, ExportSidecar, ExportedRun, Preprocessing,
     export_image_model, export_tabular_model, read_weights, sidecar_path,

@@ -117,7 +117,7 @@ pub fn burn_conv_options(case: &ConvCase) -> ConvOptions<2> {
 }
 
 /// `random_cases` of the seeded random sequence `base`, then a large grid and the networks'
-/// layers, on `operands`.
+/// layers, on `operands` (as [`Operands::on`] plans them for the runtime).
 struct ConvCheck {
     operands: Operands,
     base: u64,
@@ -127,10 +127,11 @@ struct ConvCheck {
 impl KernelCheck for ConvCheck {
     fn run<B: AutodiffKernelBackend>(&self, device: &B::Device) -> (usize, f64) {
         let mut worst = 0f64;
-        let (operands, random_cases) = self.operands.on::<B>(device, self.random_cases);
-        let cases = (0..random_cases)
+        let plan = self.operands.on::<B>(device, self.random_cases);
+        let operands = plan.operands;
+        let cases = (0..plan.random_cases)
             .map(|index| ConvCase::random(self.base, index))
-            .chain([ConvCase::large_grid()])
+            .chain(plan.large_shapes.then(ConvCase::large_grid))
             .chain(ConvCase::network_layers());
         // Tensor-core products touch the output and all gradients but the bias's (fp32
         // adds at every precision).

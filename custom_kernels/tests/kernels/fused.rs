@@ -51,19 +51,23 @@ impl KernelCheck for FusedCheck {
         // 64-image MNIST epoch runs on (64, then 48), an uneven one, a large one, and d = 256;
         // then LeNet's second block and the channels of the CIFAR-shaped network's second and
         // third (on smaller maps, to keep the software GPU quick), and one whose grid fills
-        // a large GPU.
-        let single_conv_shapes = [(64, 32), (48, 32), (50, 32), (1000, 32), (120, 256)];
-        let network_layers = ConvCase::network_layers()
-            .into_iter()
-            .chain([ConvCase::large_grid()]);
+        // a large GPU. Where the precision falls back to fp32, the networks' layers only
+        // (see [`Operands::on`]).
+        let plan = self.operands.on::<B>(device, self.random_cases);
+        let operands = plan.operands;
+        let fixed_shapes: Vec<ConvCase> = match plan.large_shapes {
+            true => [(64, 32), (48, 32), (50, 32), (1000, 32), (120, 256)]
+                .map(|(batch, d)| ConvCase::single_conv(batch, d))
+                .into_iter()
+                .chain(ConvCase::network_layers())
+                .chain([ConvCase::large_grid()])
+                .collect(),
+            false => ConvCase::network_layers().to_vec(),
+        };
         let two_by_two = Some(PoolOptions2d::new([2, 2], [2, 2], [0, 0]));
-        let (operands, random_cases) = self.operands.on::<B>(device, self.random_cases);
-        let cases = (0..random_cases)
+        let cases = (0..plan.random_cases)
             .map(|index| (ConvCase::random(self.base, index), None))
-            .chain(
-                single_conv_shapes.map(|(batch, d)| (ConvCase::single_conv(batch, d), two_by_two)),
-            )
-            .chain(network_layers.map(|case| (case, two_by_two)));
+            .chain(fixed_shapes.into_iter().map(|case| (case, two_by_two)));
         let mut worst = 0f64;
         let mut count = 0;
         for (case, fixed_pool) in cases {

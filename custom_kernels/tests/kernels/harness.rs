@@ -44,18 +44,27 @@ impl Operands {
         }
     }
 
-    /// These operands as runtime `B` multiplies them on `device`, and how many of
-    /// `random_cases` to run there: all where it has the precision's matrix units; none
-    /// where it falls back to the fp32 kernels, whose random cases are the fp32 checks'
-    /// (the fixed shapes still run, holding the fallback to fp32's tolerance).
-    /// At most the runtime's cap ([`random_case_cap`]) in any case.
-    pub fn on<B: KernelBackend>(self, device: &B::Device, random_cases: u64) -> (Self, u64) {
-        let computed = Self {
+    /// How a check of these operands runs on runtime `B` on `device`.
+    ///
+    /// Where `B` has the precision's matrix units: all `random_cases` (at most the
+    /// runtime's cap, [`random_case_cap`]) and every fixed shape. Where it falls back to
+    /// the fp32 kernels, the fp32 checks already cover them with their random cases and
+    /// large shapes: no random case, and only the networks' layers, which hold the fallback
+    /// to fp32's tolerance.
+    pub fn on<B: KernelBackend>(self, device: &B::Device, random_cases: u64) -> CheckPlan {
+        let operands = Self {
             precision: B::conv_precision(self.precision, device),
             ..self
         };
-        let random_cases = if computed == self { random_cases } else { 0 };
-        (computed, random_cases.min(RANDOM_CASE_CAP.get()))
+        let falls_back = operands != self;
+        CheckPlan {
+            operands,
+            random_cases: match falls_back {
+                true => 0,
+                false => random_cases.min(RANDOM_CASE_CAP.get()),
+            },
+            large_shapes: !falls_back,
+        }
     }
 
     /// The tolerance of a convolution's output and its input and weight gradients.
@@ -77,6 +86,16 @@ impl Operands {
             false => self.tolerance(),
         }
     }
+}
+
+/// What a convolution check runs on one runtime ([`Operands::on`]).
+pub struct CheckPlan {
+    /// The operands as the runtime multiplies them.
+    pub operands: Operands,
+    /// How many of the seeded random cases to run.
+    pub random_cases: u64,
+    /// Whether the large fixed shapes run besides the networks' layers.
+    pub large_shapes: bool,
 }
 
 /// A check that can run on any backend with the kernels.

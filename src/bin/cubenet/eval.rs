@@ -5,12 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use cubenet::backend::BackendKind;
-use cubenet::data::Table;
+use cubenet::data::{ImageSource, MnistSource, Table};
+use cubenet::run_config::{DataSection, Job, RunConfig};
 use cubenet::train::tabular::TabularSplits;
-use cubenet::train::{IMAGE_CACHE_DIR, ImageSplits, accuracy_line, evaluate};
-use cubenet_kernels::KernelBackend;
-
-use super::saved::{SavedRun, SavedRunWork, image_source, run_on_backend};
+use cubenet::train::{IMAGE_CACHE_DIR, ImageSplits, SavedModel, SavedRun, accuracy_line};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -29,18 +27,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    run_on_backend(args.backend, &args.model_dir.clone(), args)
-}
-
-impl SavedRunWork for Args {
-    fn run<B: KernelBackend>(self, device: &B::Device) -> anyhow::Result<()> {
-        eval::<B>(self, device)
-    }
-}
-
-fn eval<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> {
-    match SavedRun::<B>::load(&args.model_dir, device)? {
-        SavedRun::Image { model, saved, run } => {
+    let SavedRun { model, run } = SavedRun::load(&args.model_dir, args.backend)?;
+    match model {
+        SavedModel::Image(model) => {
+            let saved = model.saved();
             // The run's own test split (its validation split where the data has none).
             let source = image_source(args.data_dir, run.as_ref())?;
             let images = source.load(Some(&args.model_dir.join(IMAGE_CACHE_DIR)))?;
@@ -53,35 +43,35 @@ fn eval<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> 
             );
             let test = splits
                 .test
-                .with_normalization(Arc::new(saved.normalization));
-            let confusion = evaluate(&model, &test, device);
+                .with_normalization(Arc::new(saved.normalization.clone()));
+            let confusion = model.evaluate(&test);
             print!("{confusion}");
             println!("{}", accuracy_line(confusion.accuracy()));
         }
-        SavedRun::Tabular { model, run } => {
+        SavedModel::Tabular(model) => {
             let (inputs, targets) = match args.csv {
                 Some(csv) => {
-                    let columns: Vec<String> = model
-                        .config
+                    let config = model.config();
+                    let columns: Vec<String> = config
                         .features
                         .iter()
-                        .chain(&model.config.targets)
+                        .chain(&config.targets)
                         .cloned()
                         .collect();
-                    Table::read_csv(&csv, &columns)?.split_columns(model.config.features.len())
+                    Table::read_csv(&csv, &columns)?.split_columns(config.features.len())
                 }
                 None => {
                     let source = run
                         .and_then(|run| run.resolve().ok())
                         .and_then(|(_, job)| match job {
-                            cubenet::run_config::Job::Tabular(job) => Some(job.data),
+                            Job::Tabular(job) => Some(job.data),
                             _ => None,
                         })
                         .context(
                             "this run has no run.toml naming its data; pass --csv with rows to \
                              measure on",
                         )?;
-                    let splits = TabularSplits::load(&source, &model.config)?;
+                    let splits = TabularSplits::load(&source, model.config())?;
                     anyhow::ensure!(
                         splits.test.inputs.rows() > 0,
                         "the run's split has no test rows; pass --csv"
@@ -90,8 +80,41 @@ fn eval<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> 
                 }
             };
             println!("rows: {}", inputs.rows());
-            println!("{}", model.evaluate(&inputs, &targets, device));
+            println!("{}", model.evaluate(&inputs, &targets));
         }
     }
     Ok(())
+}
+
+/// The images of an image run: MNIST from the flag's directory, else the run file's, else
+/// downloaded; other sources as the run file gives them.
+fn image_source(flag: Option<PathBuf>, run: Option<&RunConfig>) -> anyhow::Result<ImageSource> {
+    let source = run
+        .and_then(|run| run.resolve().ok())
+        .and_then(|(_, job)| match job {
+            Job::Image(job) => Some(job.source),
+            Job::Tabular(_) => None,
+        });
+    match (source, flag) {
+        (Some(ImageSource::Mnist(_)) | None, Some(dir)) => {
+            Ok(ImageSource::Mnist(MnistSource::Dir(dir)))
+        }
+        (Some(_), Some(_)) => {
+            anyhow::bail!(
+                "--data-dir is for MNIST runs; this run reads the data its run.toml names"
+            )
+        }
+        (Some(source), None) => Ok(source),
+        (None, None) => Ok(ImageSource::Mnist(
+            mnist_dir(run).map_or(MnistSource::Download, MnistSource::Dir),
+        )),
+    }
+}
+
+/// The MNIST directory of a run file's `[data]`, if it names one.
+fn mnist_dir(run: Option<&RunConfig>) -> Option<PathBuf> {
+    match run.map(|r| &r.data) {
+        Some(DataSection::Mnist { dir, .. }) => dir.clone(),
+        _ => None,
+    }
 }

@@ -1,16 +1,13 @@
 //! `cubenet export`: a trained run's weights as safetensors under PyTorch's names, with a
 //! JSON sidecar that describes the `nn.Sequential` they load into
 //! (`examples/load_in_pytorch.py` rebuilds it). Exports are written on the CPU: they are
-//! small, and need no device.
+//! small, and need no device (the data-parallel build, which has no CPU backend, loads the
+//! model on the backend it trained on).
 
 use std::path::PathBuf;
 
-use burn::backend::NdArray;
-use cubenet::train::{
-    EXPORT_DIR, EXPORT_WEIGHTS, export_image_model, export_tabular_model, sidecar_path,
-};
-
-use super::saved::SavedRun;
+use cubenet::backend::BackendKind;
+use cubenet::train::{EXPORT_DIR, EXPORT_WEIGHTS, SavedModel, SavedRun, sidecar_path};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,9 +24,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let output = args
         .output
         .unwrap_or_else(|| args.model_dir.join(EXPORT_DIR).join(EXPORT_WEIGHTS));
-    match SavedRun::<NdArray>::load(&args.model_dir, &Default::default())? {
-        SavedRun::Image { model, saved, .. } => export_image_model(&model, &saved, &output)?,
-        SavedRun::Tabular { model, .. } => export_tabular_model(&model, &output)?,
+    let cpu = BackendKind::Ndarray
+        .is_compiled()
+        .then_some(BackendKind::Ndarray);
+    match SavedRun::load(&args.model_dir, cpu)?.model {
+        SavedModel::Image(model) => model.export(&output)?,
+        SavedModel::Tabular(model) => model.export(&output)?,
     }
     println!(
         "exported {} (PyTorch names) and {}",

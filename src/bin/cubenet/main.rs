@@ -17,7 +17,6 @@ mod eval;
 mod export;
 mod info;
 mod predict;
-mod saved;
 mod train;
 
 use std::process::ExitCode;

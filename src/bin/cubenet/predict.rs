@@ -3,22 +3,14 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use burn::prelude::*;
-use burn::tensor::activation::softmax;
 use cubenet::atomic_file::write_atomically_with;
 use cubenet::backend::BackendKind;
 use cubenet::data::{
     Channels, DataError, Decoding, ImageShape, check_replaceable_csv, image_files, is_image,
     mnist_classes, read_idx_file, read_image_file,
 };
-use cubenet::model::ImageModel;
-use cubenet::train::SavedImageConfig;
-use cubenet_kernels::KernelBackend;
+use cubenet::train::{SavedModel, SavedRun};
 
-use super::saved::{SavedRun, SavedRunWork, run_on_backend};
-
-/// Images per forward pass.
-const BATCH: usize = 1000;
 /// The header of an image run's predictions.
 const PREDICTION_COLUMNS: [&str; 3] = ["path", "class", "probability"];
 
@@ -45,22 +37,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    run_on_backend(args.backend, &args.model_dir.clone(), args)
-}
-
-impl SavedRunWork for Args {
-    fn run<B: KernelBackend>(self, device: &B::Device) -> anyhow::Result<()> {
-        predict::<B>(self, device)
-    }
-}
-
-fn predict<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<()> {
-    match SavedRun::<B>::load(&args.model_dir, device)? {
-        SavedRun::Image { model, saved, .. } => {
+    match SavedRun::load(&args.model_dir, args.backend)?.model {
+        SavedModel::Image(model) => {
+            let saved = model.saved();
             let images = read_inputs(&args.inputs, saved.shape, args.invert)
                 .map_err(|e| anyhow::anyhow!("{e} (no predictions were written)"))?;
             let pixels: Vec<&[u8]> = images.iter().map(|(_, pixels)| pixels.as_slice()).collect();
-            let predictions = classify(&model, &saved, &pixels, device);
+            let predictions = model.classify(&pixels);
             let single_file = args.inputs.len() == 1 && !args.inputs[0].is_dir();
             match (&args.output, single_file) {
                 (None, true) => {
@@ -95,12 +78,12 @@ fn predict<B: KernelBackend>(args: Args, device: &B::Device) -> anyhow::Result<(
                 }
             }
         }
-        SavedRun::Tabular { model, .. } => {
+        SavedModel::Tabular(model) => {
             let [input] = args.inputs.as_slice() else {
                 anyhow::bail!("a tabular run predicts the rows of one CSV file");
             };
             let output = args.output.unwrap_or_else(|| predictions_path(input));
-            let rows = model.predict_csv(input, &output, device)?;
+            let rows = model.predict_csv(input, &output)?;
             println!("wrote {rows} predictions to {}", output.display());
         }
     }
@@ -155,45 +138,6 @@ fn read_inputs(
         }
     }
     Ok(images)
-}
-
-/// The most likely class of each image and its probability.
-fn classify<B: KernelBackend>(
-    model: &ImageModel<B>,
-    saved: &SavedImageConfig,
-    images: &[&[u8]],
-    device: &B::Device,
-) -> Vec<(usize, f32)> {
-    let shape = saved.shape;
-    let classes = saved.classes.len();
-    images
-        .chunks(BATCH)
-        .flat_map(|chunk| {
-            let pixels: Vec<f32> = chunk
-                .iter()
-                .flat_map(|image| saved.normalization.normalize(image))
-                .collect();
-            let dims = [chunk.len(), shape.channels, shape.height, shape.width];
-            let images = Tensor::<B, 4>::from_data(TensorData::new(pixels, dims), device);
-            let probabilities = softmax(model.forward(images), 1);
-            let values: Vec<f32> = probabilities
-                .into_data()
-                .convert::<f32>()
-                .to_vec()
-                .expect("f32 outputs");
-            values
-                .chunks(classes)
-                .map(|row| {
-                    let (class, p) = row
-                        .iter()
-                        .enumerate()
-                        .max_by(|a, b| a.1.total_cmp(b.1))
-                        .expect("at least one class");
-                    (class, *p)
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 /// `data.csv` → `data-predictions.csv`, beside it.
