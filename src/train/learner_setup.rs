@@ -11,13 +11,13 @@ use burn::prelude::Backend;
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::metric::{Adaptor, CudaMetric, ItemLazy};
 use burn::train::{
-    ApplicationLoggerInstaller, FileApplicationLoggerInstaller, InferenceStep,
-    LearningComponentsMarker, LearningResult, SupervisedTraining, TrainStep,
+    InferenceStep, LearningComponentsMarker, LearningResult, SupervisedTraining, TrainStep,
 };
 
 use super::artifacts::{BestEpoch, restore_best_epoch, valid_losses};
 use super::checkpoints::{Checkpoints, SaveEveryEpoch};
 use super::early_stopping::{PatienceStopping, patience_exhausted};
+use super::experiment_log;
 use super::metric_logs::EpochMetricLogger;
 use super::recorder::ModelRecorder;
 use super::watch::{StepLoss, TrainingWatch};
@@ -75,10 +75,9 @@ impl RunLength {
 /// numbered by the true epoch after a resume ([`EpochMetricLogger`]), the
 /// [`TrainingWatch`], CUDA statistics on the dashboard of a CUDA device, one line per epoch
 /// instead of the dashboard when stdout is not a terminal,
-/// and burn-train's application log `experiment.log` in `dir`. That log is installed here
-/// rather than by `launch` because its panic hook prints a banner: installed before the
-/// launch guard's hook ([`super::launch_guard`]), it only sees the panics the guard
-/// lets through. Burn's logger is global: only a process's first run installs it.
+/// and burn-train's application log `experiment.log` in `dir`, installed by
+/// [`experiment_log`] instead of burn-train's installer, whose filter made every CubeCL
+/// trace span cost time. The log is global: only a process's first run installs it.
 pub fn with_run_settings<B, LR, M, O>(
     training: SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
     dir: &Path,
@@ -97,8 +96,8 @@ where
     <<M::InnerModule as InferenceStep>::Output as ItemLazy>::ItemSync: Adaptor<StepLoss>,
 {
     let watch = TrainingWatch::new(training.interrupter());
-    // An error only says that an earlier run of this process installed it.
-    let _ = FileApplicationLoggerInstaller::new(dir.join(EXPERIMENT_LOG)).install();
+    // `false` only says that an earlier run of this process installed it.
+    experiment_log::install(&dir.join(EXPERIMENT_LOG));
     let mut training = training
         .with_application_logger(None)
         .with_metric_logger(EpochMetricLogger::new(

@@ -10,6 +10,7 @@ mod confusion;
 pub mod data_parallel;
 mod early_stopping;
 mod epoch_lines;
+mod experiment_log;
 mod fused_adam;
 mod fused_sgd;
 mod fused_update;

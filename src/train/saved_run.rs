@@ -146,6 +146,7 @@ impl BackendTask for LoadModel<'_> {
     }
 }
 
+/// The model `stored` in `dir`, read onto `device` of backend `B`.
 fn load_on<B: KernelBackend>(
     dir: &Path,
     stored: Stored,
@@ -177,6 +178,7 @@ fn load_on<B: KernelBackend>(
     }
 }
 
+/// An image model with its saved settings, on its device.
 fn image<B: KernelBackend>(
     model: ImageModel<B>,
     saved: SavedImageConfig,
