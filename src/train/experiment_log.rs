@@ -16,14 +16,12 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
 
-/// The targets logged and their levels: INFO and above, wgpu's (which logs too much at
-/// INFO) from WARN.
+/// The targets logged and their levels: INFO and above; from WARN for the targets that start
+/// with `wgpu` (`wgpu_core`, `wgpu_hal`: they log too much at INFO).
 fn targets() -> Targets {
     Targets::new()
         .with_default(LevelFilter::INFO)
         .with_target("wgpu", LevelFilter::WARN)
-        .with_target("wgpu_core", LevelFilter::WARN)
-        .with_target("wgpu_hal", LevelFilter::WARN)
 }
 
 /// The subscriber that writes `path`.

@@ -154,7 +154,7 @@ fn load_on<B: KernelBackend>(
 ) -> Result<SavedModel, TrainError> {
     match stored {
         Stored::Export(export) => match &export.sidecar.cubenet {
-            ExportedRun::Tabular(config) => Ok(SavedModel::Tabular(Box::new(OnDevice {
+            ExportedRun::Tabular(config) => Ok(SavedModel::Tabular(Box::new(RowsOnDevice {
                 model: export.tabular_model::<B>(config, &device)?,
                 device,
             }))),
@@ -165,7 +165,7 @@ fn load_on<B: KernelBackend>(
                 Ok(image(model, saved.clone(), device))
             }
         },
-        Stored::Tabular => Ok(SavedModel::Tabular(Box::new(OnDevice {
+        Stored::Tabular => Ok(SavedModel::Tabular(Box::new(RowsOnDevice {
             model: TabularModel::<B>::load(dir, &device)?,
             device,
         }))),
@@ -184,35 +184,37 @@ fn image<B: KernelBackend>(
     saved: SavedImageConfig,
     device: B::Device,
 ) -> SavedModel {
-    SavedModel::Image(Box::new(OnDevice {
-        model: ImageOnDevice { model, saved },
+    SavedModel::Image(Box::new(ImageOnDevice {
+        model,
+        saved,
         device,
     }))
 }
 
-/// A model and the device it is on.
-struct OnDevice<M, D> {
-    model: M,
-    device: D,
-}
-
-/// An image model with what reading new images for it takes.
+/// An image model on its device, with what reading new images for it takes.
 struct ImageOnDevice<B: Backend> {
     model: ImageModel<B>,
     saved: SavedImageConfig,
+    device: B::Device,
 }
 
-impl<B: KernelBackend> ImageClassifier for OnDevice<ImageOnDevice<B>, B::Device> {
+/// A tabular model on its device.
+struct RowsOnDevice<B: Backend> {
+    model: TabularModel<B>,
+    device: B::Device,
+}
+
+impl<B: KernelBackend> ImageClassifier for ImageOnDevice<B> {
     fn saved(&self) -> &SavedImageConfig {
-        &self.model.saved
+        &self.saved
     }
 
     fn evaluate(&self, images: &ImageSubset) -> ConfusionMatrix {
-        evaluate(&self.model.model, images, &self.device)
+        evaluate(&self.model, images, &self.device)
     }
 
     fn classify(&self, images: &[&[u8]]) -> Vec<(usize, f32)> {
-        let saved = &self.model.saved;
+        let saved = &self.saved;
         let shape = saved.shape;
         let classes = saved.classes.len();
         let mut predictions = Vec::with_capacity(images.len());
@@ -223,7 +225,7 @@ impl<B: KernelBackend> ImageClassifier for OnDevice<ImageOnDevice<B>, B::Device>
                 .collect();
             let dims = [chunk.len(), shape.channels, shape.height, shape.width];
             let batch = Tensor::<B, 4>::from_data(TensorData::new(pixels, dims), &self.device);
-            let probabilities = softmax(self.model.model.forward(batch), 1)
+            let probabilities = softmax(self.model.forward(batch), 1)
                 .into_data()
                 .convert::<f32>()
                 .to_vec::<f32>()
@@ -241,11 +243,11 @@ impl<B: KernelBackend> ImageClassifier for OnDevice<ImageOnDevice<B>, B::Device>
     }
 
     fn export(&self, weights: &Path) -> Result<(), TrainError> {
-        export_image_model(&self.model.model, &self.model.saved, weights)
+        export_image_model(&self.model, &self.saved, weights)
     }
 }
 
-impl<B: KernelBackend> RowModel for OnDevice<TabularModel<B>, B::Device> {
+impl<B: KernelBackend> RowModel for RowsOnDevice<B> {
     fn config(&self) -> &TabularConfig {
         &self.model.config
     }
