@@ -11,7 +11,7 @@ use super::grid::{block_counts, blocks, elementwise, row_vector_size, sm_count, 
 use super::launch::launch;
 use super::layout::dims2;
 use crate::kernels::dense::{
-    dense_forward_partial, dense_forward_sum, dense_input_grad, dense_weight_grad,
+    DenseSizesLaunch, dense_forward_partial, dense_forward_sum, dense_input_grad, dense_weight_grad,
 };
 use crate::{DenseActivation, GradsWanted, LayerGrads};
 
@@ -90,10 +90,11 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         CubeCount::Static(row_blocks, col_blocks, splits as u32),
         CubeDim::new_1d(FORWARD_CUBE_SIZE),
         width,
-        x.into_tensor_arg(),
-        weight.into_tensor_arg(),
-        first_stage_bias.map(CubeTensor::into_tensor_arg).into(),
-        partials.clone().into_tensor_arg(),
+        x.into_array_arg(),
+        weight.into_array_arg(),
+        first_stage_bias.map(CubeTensor::into_array_arg).into(),
+        partials.clone().into_array_arg(),
+        DenseSizesLaunch::new(batch, row_vectors, outputs),
         vectors_per_split as u32,
         rows,
         cols,
@@ -109,9 +110,11 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         &output,
         count,
         dim,
-        partials.into_tensor_arg(),
-        bias.map(CubeTensor::into_tensor_arg).into(),
-        output.clone().into_tensor_arg(),
+        partials.into_array_arg(),
+        bias.map(CubeTensor::into_array_arg).into(),
+        output.clone().into_array_arg(),
+        splits,
+        outputs,
         relu,
     ));
     output
@@ -145,10 +148,11 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement>(
             blocks([row_vectors, batch], [INPUT_GRAD_UNITS, rows]),
             CubeDim::new_1d(INPUT_GRAD_UNITS),
             width,
-            grad.clone().into_tensor_arg(),
-            relu_output.clone().map(CubeTensor::into_tensor_arg).into(),
-            weight.into_tensor_arg(),
-            x_grad.clone().into_tensor_arg(),
+            grad.clone().into_array_arg(),
+            relu_output.clone().map(CubeTensor::into_array_arg).into(),
+            weight.into_array_arg(),
+            x_grad.clone().into_array_arg(),
+            DenseSizesLaunch::new(batch, row_vectors, outputs),
             rows,
         ));
         x_grad
@@ -175,11 +179,12 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement>(
         blocks([units, outputs], [rows, cols]),
         CubeDim::new_2d(rows, lanes),
         width,
-        x.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        relu_output.map(CubeTensor::into_tensor_arg).into(),
-        weight_grad.clone().into_tensor_arg(),
-        bias_grad.clone().into_tensor_arg(),
+        x.into_array_arg(),
+        grad.into_array_arg(),
+        relu_output.map(CubeTensor::into_array_arg).into(),
+        weight_grad.clone().into_array_arg(),
+        bias_grad.clone().into_array_arg(),
+        DenseSizesLaunch::new(batch, row_vectors, outputs),
         cols,
         rows,
         lanes,

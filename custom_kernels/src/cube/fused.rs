@@ -13,6 +13,7 @@ use super::alloc::empty_group;
 use super::conv::{ConvOperands, gemm};
 use super::grid::unit_block;
 use super::launch::launch;
+use super::layout::nchw;
 use super::pool::{self, argmax_dtype};
 use crate::kernels::fused::conv_relu_pool_forward;
 use crate::{ConvOptions2d, GradsWanted, LayerGrads, PoolOptions2d};
@@ -74,11 +75,13 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         &output,
         CubeCount::Static(positions as u32, blocks.div_ceil(filter_blocks) as u32, 1),
         CubeDim::new_1d(CUBE_SIZE),
-        operands.x.into_tensor_arg(),
-        operands.weight.into_tensor_arg(),
-        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
-        output.clone().into_tensor_arg(),
-        argmax.clone().into_tensor_arg(),
+        operands.x.clone().into_array_arg(),
+        operands.weight.into_array_arg(),
+        bias.map(|b| into_contiguous(b).into_array_arg()).into(),
+        output.clone().into_array_arg(),
+        argmax.clone().into_array_arg(),
+        nchw(&operands.x),
+        nchw(&output),
         operands.out_size[0] as u32,
         operands.out_size[1] as u32,
         filter_blocks as u32,

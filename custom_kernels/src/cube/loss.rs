@@ -22,13 +22,16 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement>(
 ) -> CubeTensor<R> {
     let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
     let loss = empty_like(&logits, [1], F::dtype());
+    let [rows, classes] = dims2(&logits);
     launch!(cross_entropy_forward::<F, I, R>(
         &loss,
         CubeCount::Static(1, 1, 1),
         CubeDim::new_1d(CUBE_SIZE),
-        logits.into_tensor_arg(),
-        targets.into_tensor_arg(),
-        loss.clone().into_tensor_arg(),
+        logits.into_array_arg(),
+        targets.into_array_arg(),
+        loss.clone().into_array_arg(),
+        rows,
+        classes,
         CUBE_SIZE,
     ));
     loss
@@ -45,16 +48,19 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement>(
         into_contiguous(targets),
         into_contiguous(grad),
     );
-    let logits_grad = empty_like(&logits, dims2(&logits), F::dtype());
-    let (count, dim) = elementwise_over(&logits.client, dims2(&logits)[0]);
+    let [rows, classes] = dims2(&logits);
+    let logits_grad = empty_like(&logits, [rows, classes], F::dtype());
+    let (count, dim) = elementwise_over(&logits.client, rows);
     launch!(cross_entropy_backward::<F, I, R>(
         &logits_grad,
         count,
         dim,
-        logits.into_tensor_arg(),
-        targets.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        logits_grad.clone().into_tensor_arg(),
+        logits.into_array_arg(),
+        targets.into_array_arg(),
+        grad.into_array_arg(),
+        logits_grad.clone().into_array_arg(),
+        rows,
+        classes,
     ));
     logits_grad
 }

@@ -10,7 +10,7 @@ use cubecl::prelude::*;
 use super::alloc::{empty_group, empty_like};
 use super::grid::{elementwise, elementwise_over};
 use super::launch::launch;
-use super::layout::dims4;
+use super::layout::{dims4, nchw};
 use crate::PoolOptions2d;
 use crate::kernels::geometry::Window;
 use crate::kernels::pool::{max_pool2d_backward, max_pool2d_forward, max_pool2x2_backward};
@@ -31,9 +31,11 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         &output,
         count,
         dim,
-        x.into_tensor_arg(),
-        output.clone().into_tensor_arg(),
-        argmax.clone().into_tensor_arg(),
+        x.clone().into_array_arg(),
+        output.clone().into_array_arg(),
+        argmax.clone().into_array_arg(),
+        nchw(&x),
+        nchw(&output),
         window(pool),
         argmax_type,
     ));
@@ -62,8 +64,8 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
 ) -> CubeTensor<R> {
     let x_grad = empty_like(grad, shape, F::dtype());
     let (grad_arg, argmax_arg) = (
-        grad.clone().into_tensor_arg(),
-        argmax.clone().into_tensor_arg(),
+        grad.clone().into_array_arg(),
+        argmax.clone().into_array_arg(),
     );
     let argmax_type = argmax_storage(Some(argmax));
     if window.is_2x2_tiling() {
@@ -75,7 +77,9 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
             dim,
             grad_arg,
             argmax_arg,
-            x_grad.clone().into_tensor_arg(),
+            x_grad.clone().into_array_arg(),
+            nchw(grad),
+            nchw(&x_grad),
             argmax_type,
         ));
     } else {
@@ -86,7 +90,9 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
             dim,
             grad_arg,
             argmax_arg,
-            x_grad.clone().into_tensor_arg(),
+            x_grad.clone().into_array_arg(),
+            nchw(grad),
+            nchw(&x_grad),
             window,
             argmax_type,
         ));

@@ -153,7 +153,7 @@ impl<R: CubeRuntime> UpdateGroup<R> {
 
     /// The operands of kind `kind` as one kernel argument (0: parameters, or the tensors to
     /// pack; 1: gradients, or their places; then velocities or moments).
-    pub fn inputs<E: CubePrimitive>(&self, kind: usize) -> SequenceArg<R, Tensor<E>> {
+    pub fn inputs<E: CubePrimitive>(&self, kind: usize) -> SequenceArg<R, Array<E>> {
         sequence(&self.operands[kind])
     }
 
@@ -168,12 +168,10 @@ impl<R: CubeRuntime> UpdateGroup<R> {
     }
 }
 
-/// `tensors` as one kernel argument.
+/// `tensors` (contiguous) as one kernel argument of arrays: only their lengths go with
+/// the launch (see [`super::launch`]).
 fn sequence<R: CubeRuntime, E: CubePrimitive>(
     tensors: &[CubeTensor<R>],
-) -> SequenceArg<R, Tensor<E>> {
-    tensors
-        .iter()
-        .map(|t| t.clone().into_tensor_arg())
-        .collect()
+) -> SequenceArg<R, Array<E>> {
+    tensors.iter().map(|t| t.clone().into_array_arg()).collect()
 }

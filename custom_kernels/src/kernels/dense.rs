@@ -26,16 +26,29 @@
 
 use cubecl::prelude::*;
 
+use super::optional::value_or_zero;
+
+/// A dense layer's sizes, passed as scalars (see [`super::geometry::Nchw`]): the batch, the
+/// vectors of `V` inputs in a row of x, and the outputs.
+#[derive(CubeType, CubeLaunch, Clone, Copy)]
+pub struct DenseSizes {
+    pub batch: usize,
+    pub row_vectors: usize,
+    pub outputs: usize,
+}
+
 /// Forward, stage 1: `partials[s, m, n]` = the products of inputs k in split s
 /// (`vectors_per_split` vectors of inputs from s · vectors_per_split). A unit's weights are
 /// one vector load per output, and adjacent units read adjacent vectors. With
 /// `single_split`, `partials` is the output `[M, N]` and gets the bias and ReLU here.
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn dense_forward_partial<F: Float, V: Size>(
-    x: &Tensor<Vector<F, V>>,
-    weight: &Tensor<Vector<F, V>>,
-    bias: &ComptimeOption<Tensor<F>>,
-    partials: &mut Tensor<F>,
+    x: &Array<Vector<F, V>>,
+    weight: &Array<Vector<F, V>>,
+    bias: &ComptimeOption<Array<F>>,
+    partials: &mut Array<F>,
+    sizes: DenseSizes,
     vectors_per_split: u32,
     #[comptime] rows: u32,
     #[comptime] cols: u32,
@@ -43,10 +56,8 @@ pub fn dense_forward_partial<F: Float, V: Size>(
     #[comptime] single_split: bool,
     #[comptime] relu: bool,
 ) {
+    let (batch, row_vectors, outputs) = (sizes.batch, sizes.row_vectors, sizes.outputs);
     let width = x.vector_size();
-    let batch = x.shape(0);
-    let row_vectors = x.shape(1) / width;
-    let outputs = weight.shape(0);
     let first_row = CUBE_POS_X as usize * rows as usize;
     let first_col = CUBE_POS_Y as usize * cols as usize;
     let split = CUBE_POS_Z as usize;
@@ -119,9 +130,11 @@ pub fn dense_forward_partial<F: Float, V: Size>(
 /// output.
 #[cube(launch_unchecked)]
 pub fn dense_forward_sum<F: Float>(
-    partials: &Tensor<F>,
-    bias: &ComptimeOption<Tensor<F>>,
-    output: &mut Tensor<F>,
+    partials: &Array<F>,
+    bias: &ComptimeOption<Array<F>>,
+    output: &mut Array<F>,
+    splits: usize,
+    outputs: usize,
     #[comptime] relu: bool,
 ) {
     let pos = ABSOLUTE_POS;
@@ -130,22 +143,21 @@ pub fn dense_forward_sum<F: Float>(
     }
     let per_split = output.len();
     let mut sum = F::new(0.0);
-    for s in 0..partials.shape(0) {
+    for s in 0..splits {
         sum += partials[s * per_split + pos];
     }
-    output[pos] = finished_output(sum, bias, pos % output.shape(1), relu);
+    output[pos] = finished_output(sum, bias, pos % outputs, relu);
 }
 
 /// Output n's value from its sum of products: plus the bias, then ReLU.
 #[cube]
 fn finished_output<F: Float>(
     sum: F,
-    bias: &ComptimeOption<Tensor<F>>,
+    bias: &ComptimeOption<Array<F>>,
     n: usize,
     #[comptime] relu: bool,
 ) -> F {
-    let b: ComptimeOption<F> = bias.map(|bias| bias[n]);
-    let mut value = sum + b.unwrap_or_default();
+    let mut value = sum + value_or_zero(bias, n);
     if relu {
         value = F::max(value, F::new(0.0));
     }
@@ -155,15 +167,15 @@ fn finished_output<F: Float>(
 /// dy[index] as the layer's sums see it: through the ReLU when the layer's output `relu_output`
 /// is given (zero where it is not positive).
 #[cube]
-fn sums_grad<F: Float>(
-    grad: &Tensor<F>,
-    relu_output: &ComptimeOption<Tensor<F>>,
-    index: usize,
-) -> F {
+#[allow(clippy::let_and_return)] // `#[comptime]` needs the match bound by a `let`
+fn sums_grad<F: Float>(grad: &Array<F>, relu_output: &ComptimeOption<Array<F>>, index: usize) -> F {
     let g = grad[index];
-    let passed: ComptimeOption<F> =
-        relu_output.map(|y| select(y[index] > F::new(0.0), g, F::new(0.0)));
-    passed.unwrap_or(g)
+    #[comptime]
+    let passed = match relu_output {
+        ComptimeOption::Some(y) => select(y[index] > F::new(0.0), g, F::new(0.0)),
+        ComptimeOption::None => g,
+    };
+    passed
 }
 
 /// Outputs whose weight rows a unit of the dense input gradient loads together.
@@ -175,16 +187,14 @@ const OUTPUTS_IN_FLIGHT: u32 = 4;
 /// broadcast), and adjacent units read and write adjacent vectors.
 #[cube(launch_unchecked)]
 pub fn dense_input_grad<F: Float, V: Size>(
-    grad: &Tensor<F>,
-    relu_output: &ComptimeOption<Tensor<F>>,
-    weight: &Tensor<Vector<F, V>>,
-    x_grad: &mut Tensor<Vector<F, V>>,
+    grad: &Array<F>,
+    relu_output: &ComptimeOption<Array<F>>,
+    weight: &Array<Vector<F, V>>,
+    x_grad: &mut Array<Vector<F, V>>,
+    sizes: DenseSizes,
     #[comptime] rows: u32,
 ) {
-    let width = x_grad.vector_size();
-    let batch = x_grad.shape(0);
-    let row_vectors = x_grad.shape(1) / width;
-    let outputs = weight.shape(0);
+    let (batch, row_vectors, outputs) = (sizes.batch, sizes.row_vectors, sizes.outputs);
     let v = ABSOLUTE_POS_X as usize;
     if v >= row_vectors {
         terminate!();
@@ -228,21 +238,20 @@ pub fn dense_input_grad<F: Float, V: Size>(
 /// first element. Columns come in blocks of `cols`. Each lane takes every `lanes`-th image,
 /// two at a time so that two loads of x are in flight.
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn dense_weight_grad<F: Float, V: Size>(
-    x: &Tensor<Vector<F, V>>,
-    grad: &Tensor<F>,
-    relu_output: &ComptimeOption<Tensor<F>>,
-    weight_grad: &mut Tensor<Vector<F, V>>,
-    bias_grad: &mut Tensor<F>,
+    x: &Array<Vector<F, V>>,
+    grad: &Array<F>,
+    relu_output: &ComptimeOption<Array<F>>,
+    weight_grad: &mut Array<Vector<F, V>>,
+    bias_grad: &mut Array<F>,
+    sizes: DenseSizes,
     #[comptime] cols: u32,
     #[comptime] rows: u32,
     #[comptime] lanes: u32,
     #[comptime] with_bias: bool,
 ) {
-    let width = x.vector_size();
-    let batch = x.shape(0);
-    let row_vectors = x.shape(1) / width;
-    let outputs = grad.shape(1);
+    let (batch, row_vectors, outputs) = (sizes.batch, sizes.row_vectors, sizes.outputs);
     let v = CUBE_POS_X as usize * rows as usize + UNIT_POS_X as usize;
     let lane = UNIT_POS_Y;
     let is_bias = v == row_vectors;

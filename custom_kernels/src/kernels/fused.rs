@@ -19,15 +19,19 @@
 
 use cubecl::prelude::*;
 
-use super::geometry::{InputMap, NO_ARGMAX, Window};
+use super::geometry::{NO_ARGMAX, Nchw, Window};
+use super::optional::value_or_zero;
 
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn conv_relu_pool_forward<F: Float, A: Int>(
-    x: &Tensor<F>,
-    weight: &Tensor<F>,
-    bias: &ComptimeOption<Tensor<F>>,
-    output: &mut Tensor<F>,
-    argmax: &mut Tensor<A>,
+    x: &Array<F>,
+    weight: &Array<F>,
+    bias: &ComptimeOption<Array<F>>,
+    output: &mut Array<F>,
+    argmax: &mut Array<A>,
+    x_map: Nchw,
+    output_map: Nchw,
     conv_h: u32,
     conv_w: u32,
     filter_blocks: u32,
@@ -36,12 +40,11 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     #[comptime] filters: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let c_out = output.shape(1);
-    let out_h = output.shape(2);
-    let out_w = output.shape(3);
-    let plane = out_h * out_w;
+    let c_out = output_map.channels;
+    let out_w = output_map.cols as usize;
+    let plane = output_map.rows as usize * out_w;
     let pos = ABSOLUTE_POS_X as usize;
-    if pos >= output.shape(0) * plane {
+    if pos >= output_map.batch * plane {
         terminate!();
     }
     let n = pos / plane;
@@ -49,10 +52,9 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
     let ph = (within / out_w) as u32;
     let pw = (within % out_w) as u32;
 
-    let c_in = x.shape(1);
-    let input = InputMap::of(x);
-    let image_base = n * x.stride(0);
-    let channel_stride = x.stride(1);
+    let c_in = x_map.channels;
+    let image_base = n * x_map.image_stride;
+    let channel_stride = x_map.channel_stride;
     let taps = conv.size_h * conv.size_w;
     let windows = comptime!(pool.size_h * pool.size_w);
     let patch_h = comptime!((pool.size_h - 1) * conv.stride_h + conv.size_h);
@@ -82,7 +84,7 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
                     patch[(r * patch_w + c) as usize] = input_at(
                         x,
                         x_base,
-                        &input,
+                        &x_map,
                         top + r,
                         left + c,
                         offset_h,
@@ -121,8 +123,7 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
         for f in 0..filters {
             let co = first_co + f as usize;
             if co < c_out {
-                let b: ComptimeOption<F> = bias.map(|bias| bias[co]);
-                let b = b.unwrap_or_default();
+                let b = value_or_zero(bias, co);
                 let mut best = F::new(0.0);
                 let mut best_offset = NO_ARGMAX.runtime();
                 #[unroll]
@@ -160,9 +161,9 @@ pub fn conv_relu_pool_forward<F: Float, A: Int>(
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn input_at<F: Float>(
-    x: &Tensor<F>,
+    x: &Array<F>,
     base: usize,
-    input: &InputMap,
+    input: &Nchw,
     row: u32,
     col: u32,
     offset_h: u32,

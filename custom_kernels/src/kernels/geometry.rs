@@ -34,37 +34,31 @@ impl Window {
     }
 }
 
-/// An input map's height, width and row stride, read once from its tensor before a
-/// kernel's loops.
-#[derive(CubeType)]
-pub struct InputMap {
+/// A 4-D (NCHW) operand's sizes and strides, passed to a kernel as scalars beside the
+/// operand itself, an `Array`: scalars travel in the launch's own parameters, where a
+/// `Tensor`'s shape and strides would be uploaded before the launch (see `cube::launch`).
+#[derive(CubeType, CubeLaunch, Clone, Copy)]
+pub struct Nchw {
+    pub batch: usize,
+    pub channels: usize,
     pub rows: u32,
     pub cols: u32,
+    pub image_stride: usize,
+    pub channel_stride: usize,
+    /// Rows are of unit stride inside (the kernels read a row's columns as neighbours).
     pub row_stride: usize,
 }
 
+/// Splits the linear index `pos` of a contiguous NCHW operand of sizes `map` into
+/// (n, c, row, col).
 #[cube]
-impl InputMap {
-    /// The map of `x`, an NCHW tensor whose rows have unit stride.
-    pub fn of<F: Float>(x: &Tensor<F>) -> InputMap {
-        InputMap {
-            rows: x.shape(2) as u32,
-            cols: x.shape(3) as u32,
-            row_stride: x.stride(2),
-        }
-    }
-}
-
-/// Splits the linear index `pos` of a contiguous NCHW `tensor` into (n, c, row, col).
-#[cube]
-pub fn nchw_position<E: CubePrimitive>(pos: usize, tensor: &Tensor<E>) -> (usize, usize, u32, u32) {
-    let width = tensor.shape(3);
-    let height = tensor.shape(2);
-    let channels = tensor.shape(1);
+pub fn nchw_position(pos: usize, map: &Nchw) -> (usize, usize, u32, u32) {
+    let width = map.cols as usize;
+    let height = map.rows as usize;
     let col = (pos % width) as u32;
     let row = ((pos / width) % height) as u32;
-    let c = (pos / (width * height)) % channels;
-    let n = pos / (width * height * channels);
+    let c = (pos / (width * height)) % map.channels;
+    let n = pos / (width * height * map.channels);
     (n, c, row, col)
 }
 
@@ -97,7 +91,7 @@ pub const NO_ARGMAX: u32 = 255;
 #[cube]
 #[allow(clippy::let_and_return)] // `#[comptime]` needs the match bound by a `let`
 pub fn routed_position<A: Int>(
-    argmax: &ComptimeOption<Tensor<A>>,
+    argmax: &ComptimeOption<Array<A>>,
     index: usize,
     row: u32,
     col: u32,
@@ -119,19 +113,21 @@ pub fn routed_position<A: Int>(
     routed
 }
 
-/// Σ of the pooled gradient over the windows covering position `(row, col)` of plane
-/// `plane` (= n·C + c) whose argmax is that position: the max-pool backward, as a gather.
+/// Σ of the pooled gradient (`grad_h` × `grad_w` a plane) over the windows covering
+/// position `(row, col)` of plane `plane` (= n·C + c) whose argmax is that position: the
+/// max-pool backward, as a gather.
 #[cube]
+#[allow(clippy::too_many_arguments)]
 pub fn gather_from_windows<F: Float, A: Int>(
-    grad: &Tensor<F>,
-    argmax: &Tensor<A>,
+    grad: &Array<F>,
+    argmax: &Array<A>,
+    grad_h: u32,
+    grad_w: u32,
     plane: usize,
     row: u32,
     col: u32,
     #[comptime] pool: Window,
 ) -> F {
-    let grad_h = grad.shape(2) as u32;
-    let grad_w = grad.shape(3) as u32;
     let plane_base = plane * (grad_h * grad_w) as usize;
     let (ph_first, ph_end) = covering_windows(row, pool.size_h, pool.stride_h, pool.pad_h, grad_h);
     let (pw_first, pw_end) = covering_windows(col, pool.size_w, pool.stride_w, pool.pad_w, grad_w);

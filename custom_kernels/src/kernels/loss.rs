@@ -1,4 +1,5 @@
-//! Softmax cross-entropy over class logits, mean over the batch, and its gradient:
+//! Softmax cross-entropy over class logits `[rows, classes]`, mean over the batch, and its
+//! gradient:
 //!
 //!   loss = (1/N) Σ_n [ log Σ_c exp(l[n, c]) − l[n, t_n] ]
 //!   dl[n, c] = g · (softmax(l[n])[c] − [c = t_n]) / N        (g: the loss's own gradient)
@@ -15,7 +16,7 @@ use super::cube_sum::sum_rows_over_units;
 
 /// (max over the row, Σ exp(l − max)) of logit row `row`.
 #[cube]
-fn row_exp_sum<F: Float>(logits: &Tensor<F>, row: usize, classes: usize) -> (F, F) {
+fn row_exp_sum<F: Float>(logits: &Array<F>, row: usize, classes: usize) -> (F, F) {
     let base = row * classes;
     let mut max = F::min_value();
     for c in 0..classes {
@@ -31,13 +32,13 @@ fn row_exp_sum<F: Float>(logits: &Tensor<F>, row: usize, classes: usize) -> (F, 
 #[cube(launch_unchecked)]
 #[allow(clippy::eq_op)] // the NaN below is made from a run-time value on purpose
 pub fn cross_entropy_forward<F: Float, I: Int>(
-    logits: &Tensor<F>,
-    targets: &Tensor<I>,
-    loss: &mut Tensor<F>,
+    logits: &Array<F>,
+    targets: &Array<I>,
+    loss: &mut Array<F>,
+    rows: usize,
+    classes: usize,
     #[comptime] cube_size: u32,
 ) {
-    let rows = logits.shape(0);
-    let classes = logits.shape(1);
     let mut partial = F::new(0.0);
     let mut row = UNIT_POS as usize;
     while row < rows {
@@ -62,13 +63,13 @@ pub fn cross_entropy_forward<F: Float, I: Int>(
 
 #[cube(launch_unchecked)]
 pub fn cross_entropy_backward<F: Float, I: Int>(
-    logits: &Tensor<F>,
-    targets: &Tensor<I>,
-    grad: &Tensor<F>,
-    logits_grad: &mut Tensor<F>,
+    logits: &Array<F>,
+    targets: &Array<I>,
+    grad: &Array<F>,
+    logits_grad: &mut Array<F>,
+    rows: usize,
+    classes: usize,
 ) {
-    let rows = logits.shape(0);
-    let classes = logits.shape(1);
     let row = ABSOLUTE_POS;
     if row >= rows {
         terminate!();

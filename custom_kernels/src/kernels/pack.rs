@@ -6,7 +6,7 @@
 use cubecl::prelude::*;
 
 #[cube(launch_unchecked)]
-pub fn pack<F: Float>(tensors: &Sequence<Tensor<F>>, places: &mut Sequence<Tensor<F>>) {
+pub fn pack<F: Float>(tensors: &Sequence<Array<F>>, places: &mut Sequence<Array<F>>) {
     let pos = ABSOLUTE_POS;
     #[unroll]
     for i in 0..tensors.len() {

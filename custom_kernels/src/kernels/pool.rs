@@ -12,13 +12,15 @@
 
 use cubecl::prelude::*;
 
-use super::geometry::{NO_ARGMAX, Window, gather_from_windows, nchw_position};
+use super::geometry::{NO_ARGMAX, Nchw, Window, gather_from_windows, nchw_position};
 
 #[cube(launch_unchecked)]
 pub fn max_pool2d_forward<F: Float, A: Int>(
-    x: &Tensor<F>,
-    output: &mut Tensor<F>,
-    argmax: &mut Tensor<A>,
+    x: &Array<F>,
+    output: &mut Array<F>,
+    argmax: &mut Array<A>,
+    x_map: Nchw,
+    output_map: Nchw,
     #[comptime] window: Window,
     #[define(A)] _argmax_type: StorageType,
 ) {
@@ -26,10 +28,10 @@ pub fn max_pool2d_forward<F: Float, A: Int>(
     if pos >= output.len() {
         terminate!();
     }
-    let (n, c, ph, pw) = nchw_position(pos, output);
-    let plane = n * output.shape(1) + c;
-    let in_h = x.shape(2) as u32;
-    let in_w = x.shape(3) as u32;
+    let (n, c, ph, pw) = nchw_position(pos, &output_map);
+    let plane = n * output_map.channels + c;
+    let in_h = x_map.rows;
+    let in_w = x_map.cols;
     let base = plane * (in_h * in_w) as usize;
 
     let mut best = F::new(0.0);
@@ -61,9 +63,11 @@ pub fn max_pool2d_forward<F: Float, A: Int>(
 
 #[cube(launch_unchecked)]
 pub fn max_pool2d_backward<F: Float, A: Int>(
-    grad: &Tensor<F>,
-    argmax: &Tensor<A>,
-    x_grad: &mut Tensor<F>,
+    grad: &Array<F>,
+    argmax: &Array<A>,
+    x_grad: &mut Array<F>,
+    grad_map: Nchw,
+    x_map: Nchw,
     #[comptime] window: Window,
     #[define(A)] _argmax_type: StorageType,
 ) {
@@ -71,9 +75,18 @@ pub fn max_pool2d_backward<F: Float, A: Int>(
     if pos >= x_grad.len() {
         terminate!();
     }
-    let (n, c, ih, iw) = nchw_position(pos, x_grad);
-    let plane = n * x_grad.shape(1) + c;
-    x_grad[pos] = gather_from_windows(grad, argmax, plane, ih, iw, window);
+    let (n, c, ih, iw) = nchw_position(pos, &x_map);
+    let plane = n * x_map.channels + c;
+    x_grad[pos] = gather_from_windows(
+        grad,
+        argmax,
+        grad_map.rows,
+        grad_map.cols,
+        plane,
+        ih,
+        iw,
+        window,
+    );
 }
 
 /// The backward of a 2×2 stride-2 unpadded max-pool: one unit per 2×2 block of the input
@@ -82,25 +95,27 @@ pub fn max_pool2d_backward<F: Float, A: Int>(
 /// zeros at the other three positions.
 #[cube(launch_unchecked)]
 pub fn max_pool2x2_backward<F: Float, A: Int>(
-    grad: &Tensor<F>,
-    argmax: &Tensor<A>,
-    x_grad: &mut Tensor<F>,
+    grad: &Array<F>,
+    argmax: &Array<A>,
+    x_grad: &mut Array<F>,
+    grad_map: Nchw,
+    x_map: Nchw,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let rows = x_grad.shape(2) as u32;
-    let cols = x_grad.shape(3) as u32;
+    let rows = x_map.rows;
+    let cols = x_map.cols;
     let blocks_w = cols.div_ceil(2);
     let plane_blocks = (rows.div_ceil(2) * blocks_w) as usize;
     let pos = ABSOLUTE_POS;
-    if pos >= x_grad.shape(0) * x_grad.shape(1) * plane_blocks {
+    if pos >= x_map.batch * x_map.channels * plane_blocks {
         terminate!();
     }
     let plane = pos / plane_blocks;
     let in_plane = (pos % plane_blocks) as u32;
     let bh = in_plane / blocks_w;
     let bw = in_plane % blocks_w;
-    let grad_h = grad.shape(2) as u32;
-    let grad_w = grad.shape(3) as u32;
+    let grad_h = grad_map.rows;
+    let grad_w = grad_map.cols;
     let mut g = F::new(0.0);
     let mut offset = NO_ARGMAX.runtime();
     if bh < grad_h && bw < grad_w {

@@ -17,9 +17,9 @@ use cubecl::prelude::*;
 
 #[cube(launch_unchecked)]
 pub fn sgd_update<F: Float>(
-    params: &Sequence<Tensor<F>>,
-    grads: &Sequence<Tensor<F>>,
-    updated: &mut Sequence<Tensor<F>>,
+    params: &Sequence<Array<F>>,
+    grads: &Sequence<Array<F>>,
+    updated: &mut Sequence<Array<F>>,
     lr: f32,
     weight_decay: f32,
 ) {
@@ -36,11 +36,11 @@ pub fn sgd_update<F: Float>(
 
 #[cube(launch_unchecked)]
 pub fn sgd_momentum_update<F: Float>(
-    params: &Sequence<Tensor<F>>,
-    grads: &Sequence<Tensor<F>>,
-    velocities: &Sequence<Tensor<F>>,
-    updated: &mut Sequence<Tensor<F>>,
-    updated_velocities: &mut Sequence<Tensor<F>>,
+    params: &Sequence<Array<F>>,
+    grads: &Sequence<Array<F>>,
+    velocities: &Sequence<Array<F>>,
+    updated: &mut Sequence<Array<F>>,
+    updated_velocities: &mut Sequence<Array<F>>,
     lr: f32,
     momentum: f32,
     weight_decay: f32,
@@ -63,13 +63,13 @@ pub fn sgd_momentum_update<F: Float>(
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn adam_update<F: Float>(
-    params: &Sequence<Tensor<F>>,
-    grads: &Sequence<Tensor<F>>,
-    first_moments: &Sequence<Tensor<F>>,
-    second_moments: &Sequence<Tensor<F>>,
-    updated: &mut Sequence<Tensor<F>>,
-    updated_first: &mut Sequence<Tensor<F>>,
-    updated_second: &mut Sequence<Tensor<F>>,
+    params: &Sequence<Array<F>>,
+    grads: &Sequence<Array<F>>,
+    first_moments: &Sequence<Array<F>>,
+    second_moments: &Sequence<Array<F>>,
+    updated: &mut Sequence<Array<F>>,
+    updated_first: &mut Sequence<Array<F>>,
+    updated_second: &mut Sequence<Array<F>>,
     lr: f32,
     beta_1: f32,
     beta_2: f32,

@@ -12,6 +12,7 @@ use super::ConvOperands;
 use crate::cube::alloc::empty_like;
 use crate::cube::grid::{blocks, elementwise, unit_block};
 use crate::cube::launch::launch;
+use crate::cube::layout::nchw;
 use crate::kernels::conv::direct::{conv2d_forward, conv2d_input_grad, conv2d_input_grad_rows};
 
 /// Units per cube of the conv input gradient (one input position each, or one run of
@@ -38,10 +39,12 @@ pub(super) fn forward<R: CubeRuntime, F: FloatElement>(
         &output,
         count,
         dim,
-        operands.x.into_tensor_arg(),
-        operands.weight.into_tensor_arg(),
-        bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
-        output.clone().into_tensor_arg(),
+        operands.x.clone().into_array_arg(),
+        operands.weight.into_array_arg(),
+        bias.map(|b| into_contiguous(b).into_array_arg()).into(),
+        output.clone().into_array_arg(),
+        nchw(&operands.x),
+        nchw(&output),
         operands.window,
     ));
     output
@@ -65,9 +68,10 @@ pub(super) fn input_grad<R: CubeRuntime, F: FloatElement>(
     );
     let count = blocks([positions, c_in], [INPUT_GRAD_CUBE_SIZE, channels]);
     let dim = CubeDim::new_1d(INPUT_GRAD_CUBE_SIZE);
+    let (grad_map, x_map) = (nchw(&conv_grad), nchw(&x_grad));
     let (grad, weight) = (
-        conv_grad.into_tensor_arg(),
-        operands.weight.clone().into_tensor_arg(),
+        conv_grad.into_array_arg(),
+        operands.weight.clone().into_array_arg(),
     );
     if unit_stride {
         launch!(conv2d_input_grad_rows::<F, R>(
@@ -76,7 +80,9 @@ pub(super) fn input_grad<R: CubeRuntime, F: FloatElement>(
             dim,
             grad,
             weight,
-            x_grad.clone().into_tensor_arg(),
+            x_grad.clone().into_array_arg(),
+            grad_map,
+            x_map,
             operands.window,
             channels,
             cols,
@@ -88,7 +94,9 @@ pub(super) fn input_grad<R: CubeRuntime, F: FloatElement>(
             dim,
             grad,
             weight,
-            x_grad.clone().into_tensor_arg(),
+            x_grad.clone().into_array_arg(),
+            grad_map,
+            x_map,
             operands.window,
             channels,
         ));

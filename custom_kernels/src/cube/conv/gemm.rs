@@ -19,7 +19,7 @@ use crate::Precision;
 use crate::cube::alloc::empty_like;
 use crate::cube::grid::sm_count;
 use crate::cube::launch::launch;
-use crate::cube::layout::dims4;
+use crate::cube::layout::{dims4, nchw};
 use crate::cube::pool::argmax_storage;
 use crate::kernels::conv::gemm::{CUBE_UNITS, Tile, conv_gemm};
 use crate::kernels::conv::gemm_tensor_cores::{
@@ -108,6 +108,7 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
 ) {
     let [batch, cols, _, _] = dims4(output);
     let grid_quads = batch * quads[0] * quads[1];
+    let (src_map, output_map) = (nchw(&src), nchw(output));
     // The kernels take the same arguments, each with its own tile type; the tensor-core
     // kernel also its operand types and the depth of a product.
     macro_rules! launch_tiled {
@@ -122,11 +123,13 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
                 output,
                 count,
                 CubeDim::new_1d(CUBE_UNITS),
-                src.into_tensor_arg(),
-                weight.into_tensor_arg(),
-                bias.map(|b| into_contiguous(b).into_tensor_arg()).into(),
-                output.clone().into_tensor_arg(),
-                argmax.map(|a| a.clone().into_tensor_arg()).into(),
+                src.into_array_arg(),
+                weight.into_array_arg(),
+                bias.map(|b| into_contiguous(b).into_array_arg()).into(),
+                output.clone().into_array_arg(),
+                argmax.map(|a| a.clone().into_array_arg()).into(),
+                src_map,
+                output_map,
                 quads[0] as u32,
                 quads[1] as u32,
                 window,
@@ -340,10 +343,12 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
                 partials,
                 CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32),
                 CubeDim::new_1d(CUBE_UNITS),
-                operands.x.clone().into_tensor_arg(),
-                grad.clone().into_tensor_arg(),
-                argmax.map(|a| a.clone().into_tensor_arg()).into(),
-                partials.clone().into_tensor_arg(),
+                operands.x.clone().into_array_arg(),
+                grad.clone().into_array_arg(),
+                argmax.map(|a| a.clone().into_array_arg()).into(),
+                partials.clone().into_array_arg(),
+                nchw(&operands.x),
+                nchw(grad),
                 quads_h as u32,
                 quads_w as u32,
                 quads_per_split as u32,

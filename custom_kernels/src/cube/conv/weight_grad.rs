@@ -10,7 +10,7 @@ use super::{ConvOperands, gemm};
 use crate::cube::alloc::empty_group;
 use crate::cube::grid::elementwise_over;
 use crate::cube::launch::launch;
-use crate::cube::layout::dims4;
+use crate::cube::layout::{dims4, nchw};
 use crate::cube::pool::argmax_storage;
 use crate::kernels::conv::weight_grad::{conv2d_weight_grad_partial, conv2d_weight_grad_sum};
 use crate::kernels::geometry::Window;
@@ -47,15 +47,18 @@ impl<R: CubeRuntime> ConvOperands<R> {
             } else {
                 self.weight_grad_partials::<F>(grad, argmax, pool, with_bias)
             };
-        let [_, c_out, c_in, terms] = dims4(&partials);
+        let [groups, c_out, c_in, terms] = dims4(&partials);
         let (count, dim) = elementwise_over(&self.x.client, c_out * c_in * terms);
         launch!(conv2d_weight_grad_sum::<F, R>(
             &weight_grad,
             count,
             dim,
-            partials.into_tensor_arg(),
-            weight_grad.clone().into_tensor_arg(),
-            bias_grad.clone().into_tensor_arg(),
+            partials.into_array_arg(),
+            weight_grad.clone().into_array_arg(),
+            bias_grad.clone().into_array_arg(),
+            groups,
+            c_out,
+            c_in,
             terms as u32,
             with_bias,
         ));
@@ -109,10 +112,12 @@ impl<R: CubeRuntime> ConvOperands<R> {
             partials,
             CubeCount::Static(c_out as u32, groups as u32, c_in as u32),
             CubeDim::new_2d(position_lanes as u32, image_lanes as u32),
-            self.x.clone().into_tensor_arg(),
-            grad.clone().into_tensor_arg(),
-            argmax.map(|a| a.clone().into_tensor_arg()).into(),
-            partials.clone().into_tensor_arg(),
+            self.x.clone().into_array_arg(),
+            grad.clone().into_array_arg(),
+            argmax.map(|a| a.clone().into_array_arg()).into(),
+            partials.clone().into_array_arg(),
+            nchw(&self.x),
+            nchw(grad),
             per_group as u32,
             self.window,
             pool,

@@ -13,35 +13,38 @@
 
 use cubecl::prelude::*;
 
-use crate::kernels::geometry::{Window, nchw_position};
+use crate::kernels::geometry::{Nchw, Window, nchw_position};
+use crate::kernels::optional::value_or_zero;
 
 /// Output channels whose gradient rows a unit of the stride-1 input gradient loads together.
 const OUTPUT_CHANNELS_IN_FLIGHT: u32 = 2;
 
 /// Σ_{ci,kh,kw} x · w for conv output `(oh, ow)` of image `n`, filter `co` (no bias).
 #[cube]
+#[allow(clippy::too_many_arguments)]
 pub fn conv_at<F: Float>(
-    x: &Tensor<F>,
-    weight: &Tensor<F>,
+    x: &Array<F>,
+    weight: &Array<F>,
+    x_map: &Nchw,
     n: usize,
     co: usize,
     oh: u32,
     ow: u32,
     #[comptime] conv: Window,
 ) -> F {
-    let c_in = x.shape(1);
-    let in_h = x.shape(2) as u32;
-    let in_w = x.shape(3) as u32;
+    let c_in = x_map.channels;
+    let in_h = x_map.rows;
+    let in_w = x_map.cols;
     let taps = (conv.size_h * conv.size_w) as usize;
     let mut sum = F::new(0.0);
     for ci in 0..c_in {
-        let x_base = n * x.stride(0) + ci * x.stride(1);
+        let x_base = n * x_map.image_stride + ci * x_map.channel_stride;
         let w_base = (co * c_in + ci) * taps;
         #[unroll]
         for kh in 0..conv.size_h {
             let row = oh * conv.stride_h + kh;
             if row >= conv.pad_h && row < in_h + conv.pad_h {
-                let x_row = x_base + (row - conv.pad_h) as usize * x.stride(2);
+                let x_row = x_base + (row - conv.pad_h) as usize * x_map.row_stride;
                 #[unroll]
                 for kw in 0..conv.size_w {
                     let col = ow * conv.stride_w + kw;
@@ -58,19 +61,20 @@ pub fn conv_at<F: Float>(
 
 #[cube(launch_unchecked)]
 pub fn conv2d_forward<F: Float>(
-    x: &Tensor<F>,
-    weight: &Tensor<F>,
-    bias: &ComptimeOption<Tensor<F>>,
-    output: &mut Tensor<F>,
+    x: &Array<F>,
+    weight: &Array<F>,
+    bias: &ComptimeOption<Array<F>>,
+    output: &mut Array<F>,
+    x_map: Nchw,
+    output_map: Nchw,
     #[comptime] conv: Window,
 ) {
     let pos = ABSOLUTE_POS;
     if pos >= output.len() {
         terminate!();
     }
-    let (n, co, oh, ow) = nchw_position(pos, output);
-    let bias: ComptimeOption<F> = bias.map(|bias| bias[co]);
-    output[pos] = bias.unwrap_or_default() + conv_at(x, weight, n, co, oh, ow, conv);
+    let (n, co, oh, ow) = nchw_position(pos, &output_map);
+    output[pos] = value_or_zero(bias, co) + conv_at(x, weight, &x_map, n, co, oh, ow, conv);
 }
 
 /// Input gradient from the conv output's gradient `grad` (dy). A unit owns one input
@@ -79,27 +83,29 @@ pub fn conv2d_forward<F: Float>(
 /// the same for every unit of the cube, so they broadcast.
 #[cube(launch_unchecked)]
 pub fn conv2d_input_grad<F: Float>(
-    grad: &Tensor<F>,
-    weight: &Tensor<F>,
-    x_grad: &mut Tensor<F>,
+    grad: &Array<F>,
+    weight: &Array<F>,
+    x_grad: &mut Array<F>,
+    grad_map: Nchw,
+    x_map: Nchw,
     #[comptime] conv: Window,
     #[comptime] channels: u32,
 ) {
-    let c_in = x_grad.shape(1);
-    let in_h = x_grad.shape(2) as u32;
-    let in_w = x_grad.shape(3) as u32;
+    let c_in = x_map.channels;
+    let in_h = x_map.rows;
+    let in_w = x_map.cols;
     let plane = (in_h * in_w) as usize;
     let pos = ABSOLUTE_POS_X as usize;
-    if pos >= x_grad.shape(0) * plane {
+    if pos >= x_map.batch * plane {
         terminate!();
     }
     let n = pos / plane;
     let ih = (pos % plane) as u32 / in_w;
     let iw = (pos % plane) as u32 % in_w;
     let first_ci = CUBE_POS_Y as usize * channels as usize;
-    let c_out = grad.shape(1);
-    let conv_h = grad.shape(2) as u32;
-    let conv_w = grad.shape(3) as u32;
+    let c_out = grad_map.channels;
+    let conv_h = grad_map.rows;
+    let conv_w = grad_map.cols;
     let taps = (conv.size_h * conv.size_w) as usize;
 
     let mut sums = Array::<F>::new(channels as usize);
@@ -156,29 +162,32 @@ pub fn conv2d_input_grad<F: Float>(
 /// broadcasts) serves all its columns, each dy value all its channels:
 ///   dx[n, ci, ih, iw] = Σ_{co,kh,kw} dy[n, co, ih + ph − kh, iw + pw − kw] · w[co, ci, kh, kw]
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn conv2d_input_grad_rows<F: Float>(
-    grad: &Tensor<F>,
-    weight: &Tensor<F>,
-    x_grad: &mut Tensor<F>,
+    grad: &Array<F>,
+    weight: &Array<F>,
+    x_grad: &mut Array<F>,
+    grad_map: Nchw,
+    x_map: Nchw,
     #[comptime] conv: Window,
     #[comptime] channels: u32,
     #[comptime] cols: u32,
 ) {
-    let c_in = x_grad.shape(1);
-    let in_h = x_grad.shape(2) as u32;
-    let in_w = x_grad.shape(3) as u32;
+    let c_in = x_map.channels;
+    let in_h = x_map.rows;
+    let in_w = x_map.cols;
     let col_blocks = in_w.div_ceil(cols);
     let pos = ABSOLUTE_POS_X as usize;
-    if pos >= x_grad.shape(0) * (in_h * col_blocks) as usize {
+    if pos >= x_map.batch * (in_h * col_blocks) as usize {
         terminate!();
     }
     let n = pos / (in_h * col_blocks) as usize;
     let ih = (pos as u32 / col_blocks) % in_h;
     let first_col = (pos as u32 % col_blocks) * cols;
     let first_ci = CUBE_POS_Y as usize * channels as usize;
-    let c_out = grad.shape(1);
-    let conv_h = grad.shape(2) as u32;
-    let conv_w = grad.shape(3) as u32;
+    let c_out = grad_map.channels;
+    let conv_h = grad_map.rows;
+    let conv_w = grad_map.cols;
     let taps = (conv.size_h * conv.size_w) as usize;
     // dy[j] holds conv column first_col + pw − (size_w − 1) + j: column iw + pw − kw of
     // input column iw = first_col + p is dy[p + size_w − 1 − kw].

@@ -24,7 +24,8 @@
 
 use cubecl::prelude::*;
 
-use crate::kernels::geometry::{NO_ARGMAX, Window};
+use crate::kernels::geometry::{NO_ARGMAX, Nchw, Window};
+use crate::kernels::optional::value_or_zero;
 
 /// Depth of one shared-memory slice.
 pub const TILE_DEPTH: u32 = 8;
@@ -97,8 +98,9 @@ impl Tile {
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn tile_sums<F: Float>(
-    src: &Tensor<F>,
-    weight: &Tensor<F>,
+    src: &Array<F>,
+    weight: &Array<F>,
+    src_map: &Nchw,
     sums: &mut Array<Vector<F, Four>>,
     first_quad: usize,
     first_col: usize,
@@ -109,7 +111,7 @@ fn tile_sums<F: Float>(
     #[comptime] transposed: bool,
     #[comptime] tile: Tile,
 ) {
-    let channels = src.shape(1);
+    let channels = src_map.channels;
     let taps = comptime!(conv.size_h * conv.size_w);
     let depth = channels * taps as usize;
     let unit = UNIT_POS;
@@ -123,7 +125,7 @@ fn tile_sums<F: Float>(
     // a 2×2 block of patch values.
     let a_quad = (unit % tile_quads) as usize;
     let a_depth = (unit / tile_quads) as usize;
-    let patch = QuadPatch::of::<F>(src, first_quad + a_quad, quads_h, quads_w, conv);
+    let patch = QuadPatch::of(src_map, first_quad + a_quad, quads_h, quads_w, conv);
 
     // The filter loader: units below 8 · column_vectors load depth `unit % 8` of four
     // adjacent columns (adjacent units, adjacent depths: the loads coalesce). A filter row
@@ -236,9 +238,10 @@ pub struct QuadPatch {
 
 #[cube]
 impl QuadPatch {
-    /// Quad `quad` (counted over the batch) of a `quads_h` × `quads_w` grid per image.
-    pub fn of<F: Float>(
-        src: &Tensor<F>,
+    /// Quad `quad` (counted over the batch) of a `quads_h` × `quads_w` grid per image of
+    /// `src`, a map of sizes and strides `src_map`.
+    pub fn of(
+        src_map: &Nchw,
         quad: usize,
         quads_h: u32,
         quads_w: u32,
@@ -248,14 +251,14 @@ impl QuadPatch {
         let n = quad / plane_quads;
         let in_plane = (quad % plane_quads) as u32;
         QuadPatch {
-            image: n * src.stride(0),
-            channel_stride: src.stride(1),
-            row_stride: src.stride(2),
+            image: n * src_map.image_stride,
+            channel_stride: src_map.channel_stride,
+            row_stride: src_map.row_stride,
             top: (in_plane / quads_w) * 2 * conv.stride_h,
             left: (in_plane % quads_w) * 2 * conv.stride_w,
-            rows: src.shape(2) as u32,
-            row_len: src.shape(3) as u32,
-            valid: n < src.shape(0),
+            rows: src_map.rows,
+            row_len: src_map.cols,
+            valid: n < src_map.batch,
         }
     }
 
@@ -263,7 +266,7 @@ impl QuadPatch {
     /// the padding and past the depth or the batch.
     pub fn at<F: Float>(
         &self,
-        src: &Tensor<F>,
+        src: &Array<F>,
         k: usize,
         depth: usize,
         #[comptime] conv: Window,
@@ -293,7 +296,7 @@ impl QuadPatch {
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn quad_values<F: Float>(
-    src: &Tensor<F>,
+    src: &Array<F>,
     base: usize,
     row: u32,
     col: u32,
@@ -328,7 +331,7 @@ pub fn quad_values<F: Float>(
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn load_filters<F: Float>(
-    weight: &Tensor<F>,
+    weight: &Array<F>,
     k: usize,
     depth: usize,
     first_col: usize,
@@ -362,11 +365,13 @@ pub fn load_filters<F: Float>(
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn conv_gemm<F: Float, A: Int>(
-    src: &Tensor<F>,
-    weight: &Tensor<F>,
-    bias: &ComptimeOption<Tensor<F>>,
-    output: &mut Tensor<F>,
-    argmax: &mut ComptimeOption<Tensor<A>>,
+    src: &Array<F>,
+    weight: &Array<F>,
+    bias: &ComptimeOption<Array<F>>,
+    output: &mut Array<F>,
+    argmax: &mut ComptimeOption<Array<A>>,
+    src_map: Nchw,
+    output_map: Nchw,
     quads_h: u32,
     quads_w: u32,
     #[comptime] conv: Window,
@@ -374,13 +379,13 @@ pub fn conv_gemm<F: Float, A: Int>(
     #[comptime] tile: Tile,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let cols = output.shape(1);
+    let cols = output_map.channels;
     let first_quad = CUBE_POS_X as usize * comptime!(tile.quads() as usize);
     let first_col = CUBE_POS_Y as usize * comptime!(tile.columns() as usize);
     let mut sums = Array::<Vector<F, Four>>::new(comptime!(8 * tile.unit_vectors as usize));
     tile_sums::<F>(
-        src, weight, &mut sums, first_quad, first_col, quads_h, quads_w, cols, conv, transposed,
-        tile,
+        src, weight, &src_map, &mut sums, first_quad, first_col, quads_h, quads_w, cols, conv,
+        transposed, tile,
     );
 
     let own = UnitTile::of(tile);
@@ -398,36 +403,47 @@ pub fn conv_gemm<F: Float, A: Int>(
                 for r in 0..4usize {
                     quad_sums[r] = sums[(8 * v + 4 * e) as usize + r][j as usize];
                 }
-                write_quad::<F, A>(output, argmax, bias, quad_sums, quad, col, quads_h, quads_w);
+                write_quad::<F, A>(
+                    output,
+                    argmax,
+                    bias,
+                    &output_map,
+                    quad_sums,
+                    quad,
+                    col,
+                    quads_h,
+                    quads_w,
+                );
             }
         }
     }
 }
 
 /// Writes the sums of quad `quad` (counted over the batch) for column `col`, plus its
-/// bias, if both are in range. Without `argmax`, `output` is [N, cols, out_h, out_w] and
+/// bias, if both are in range; `output_map` holds `output`'s sizes. Without `argmax`,
+/// `output` is [N, cols, out_h, out_w] and
 /// gets the quad's positions inside the map. With it, `output` and `argmax` are the pooled
 /// [N, cols, quads_h, quads_w] of a 2×2 stride-2 unpadded pool after ReLU: max(0, max over
 /// the quad) and the first maximal position if positive, else [`NO_ARGMAX`].
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn write_quad<F: Float, A: Int>(
-    output: &mut Tensor<F>,
-    argmax: &mut ComptimeOption<Tensor<A>>,
-    bias: &ComptimeOption<Tensor<F>>,
+    output: &mut Array<F>,
+    argmax: &mut ComptimeOption<Array<A>>,
+    bias: &ComptimeOption<Array<F>>,
+    output_map: &Nchw,
     sums: Vector<F, Four>,
     quad: usize,
     col: usize,
     quads_h: u32,
     quads_w: u32,
 ) {
-    let cols = output.shape(1);
+    let cols = output_map.channels;
     let plane_quads = (quads_h * quads_w) as usize;
     let n = quad / plane_quads;
     let in_plane = quad % plane_quads;
-    if n < output.shape(0) && col < cols {
-        let b: ComptimeOption<F> = bias.map(|bias| bias[col]);
-        let quad_sums = sums + Vector::new(b.unwrap_or_default());
+    if n < output_map.batch && col < cols {
+        let quad_sums = sums + Vector::new(value_or_zero(bias, col));
         #[comptime]
         match argmax {
             ComptimeOption::Some(argmax) => {
@@ -445,8 +461,8 @@ pub fn write_quad<F: Float, A: Int>(
                 argmax[o] = A::cast_from(best_offset);
             }
             ComptimeOption::None => {
-                let out_h = output.shape(2) as u32;
-                let out_w = output.shape(3) as u32;
+                let out_h = output_map.rows;
+                let out_w = output_map.cols;
                 let plane = (n * cols + col) * (out_h * out_w) as usize;
                 let qh = in_plane as u32 / quads_w;
                 let qw = in_plane as u32 % quads_w;

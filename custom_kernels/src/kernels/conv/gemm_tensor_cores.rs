@@ -35,7 +35,7 @@
 use cubecl::prelude::*;
 
 use super::gemm::{CUBE_UNITS, Four, QuadPatch, load_filters, write_quad};
-use crate::kernels::geometry::Window;
+use crate::kernels::geometry::{Nchw, Window};
 
 /// Depth of one shared-memory slice: four TF32 or two bf16 matrix products deep.
 pub const SLICE_DEPTH: u32 = 32;
@@ -137,11 +137,13 @@ impl TensorTile {
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
-    src: &Tensor<F>,
-    weight: &Tensor<F>,
-    bias: &ComptimeOption<Tensor<F>>,
-    output: &mut Tensor<F>,
-    argmax: &mut ComptimeOption<Tensor<A>>,
+    src: &Array<F>,
+    weight: &Array<F>,
+    bias: &ComptimeOption<Array<F>>,
+    output: &mut Array<F>,
+    argmax: &mut ComptimeOption<Array<A>>,
+    src_map: Nchw,
+    output_map: Nchw,
     quads_h: u32,
     quads_w: u32,
     #[comptime] conv: Window,
@@ -150,11 +152,11 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     #[comptime] product_depth: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let cols = output.shape(1);
+    let cols = output_map.channels;
     let tile_quads = comptime!(tile.quads());
     let first_quad = CUBE_POS_X as usize * tile_quads as usize;
     let first_col = CUBE_POS_Y as usize * comptime!(tile.columns() as usize);
-    let depth = src.shape(1) * comptime!((conv.size_h * conv.size_w) as usize);
+    let depth = src_map.channels * comptime!((conv.size_h * conv.size_w) as usize);
     let unit = UNIT_POS;
 
     // The patch loader: unit `unit` gathers quad `unit % tile_quads` at depth
@@ -163,7 +165,13 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     let patch_loads = comptime!((SLICE_DEPTH / patch_step) as usize);
     let a_quad = unit % tile_quads;
     let a_depth = unit / tile_quads;
-    let patch = QuadPatch::of::<F>(src, first_quad + a_quad as usize, quads_h, quads_w, conv);
+    let patch = QuadPatch::of(
+        &src_map,
+        first_quad + a_quad as usize,
+        quads_h,
+        quads_w,
+        conv,
+    );
 
     // The filter loader: adjacent units load adjacent depths of four adjacent columns (the
     // forward's filters are contiguous along the depth), `filter_step` vectors further
@@ -321,6 +329,7 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             output,
             argmax,
             bias,
+            &output_map,
             quad_sums,
             first_quad + quad as usize,
             first_col + column as usize,
@@ -584,8 +593,8 @@ pub fn operand_parts<M: Float>(
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn load_slice<F: Float>(
-    src: &Tensor<F>,
-    weight: &Tensor<F>,
+    src: &Array<F>,
+    weight: &Array<F>,
     patch: &QuadPatch,
     patches: &mut Array<Vector<F, Four>>,
     filters: &mut Array<Vector<F, Four>>,

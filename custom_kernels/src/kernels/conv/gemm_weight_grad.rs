@@ -15,7 +15,7 @@
 use cubecl::prelude::*;
 
 use super::gemm::{Four, quad_values};
-use crate::kernels::geometry::{NO_ARGMAX, Window};
+use crate::kernels::geometry::{NO_ARGMAX, Nchw, Window};
 
 /// Filters and patch columns per tile.
 pub const TILE_SIDE: u32 = 64;
@@ -40,10 +40,12 @@ const SLOT_VECTORS: u32 = TILE_SIDE + 1;
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn conv_gemm_weight_grad<F: Float, A: Int>(
-    x: &Tensor<F>,
-    grad: &Tensor<F>,
-    argmax: &ComptimeOption<Tensor<A>>,
-    partials: &mut Tensor<F>,
+    x: &Array<F>,
+    grad: &Array<F>,
+    argmax: &ComptimeOption<Array<A>>,
+    partials: &mut Array<F>,
+    x_map: Nchw,
+    grad_map: Nchw,
     quads_h: u32,
     quads_w: u32,
     quads_per_split: u32,
@@ -51,7 +53,7 @@ pub fn conv_gemm_weight_grad<F: Float, A: Int>(
     #[comptime] with_bias: bool,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let loader = SliceLoader::new::<F>(x, grad, quads_h, quads_w, quads_per_split, conv);
+    let loader = SliceLoader::new(&x_map, &grad_map, quads_h, quads_w, quads_per_split, conv);
     let mut grads = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
     let mut patches = SharedMemory::<Vector<F, Four>>::new((SLICE_QUADS * SLOT_VECTORS) as usize);
 
@@ -166,9 +168,10 @@ pub struct SlotQuad {
 
 #[cube]
 impl SliceLoader {
-    pub fn new<F: Float>(
-        x: &Tensor<F>,
-        grad: &Tensor<F>,
+    /// The loader of input `x` (sizes and strides `x_map`) and gradient `grad_map`.
+    pub fn new(
+        x_map: &Nchw,
+        grad_map: &Nchw,
         quads_h: u32,
         quads_w: u32,
         quads_per_split: u32,
@@ -176,7 +179,7 @@ impl SliceLoader {
     ) -> SliceLoader {
         let taps = comptime!(conv.size_h * conv.size_w) as usize;
         let plane_quads = (quads_h * quads_w) as usize;
-        let total_quads = x.shape(0) * plane_quads;
+        let total_quads = x_map.batch * plane_quads;
         let quad_begin = CUBE_POS_Z as usize * quads_per_split as usize;
         let mut quad_end = quad_begin + quads_per_split as usize;
         if quad_end > total_quads {
@@ -191,7 +194,7 @@ impl SliceLoader {
         for h in 0..LOADS_PER_UNIT as usize {
             let k = first_k + lane as usize + h * 32;
             let tap = (k % taps) as u32;
-            column_base[h] = (k / taps) * x.stride(1);
+            column_base[h] = (k / taps) * x_map.channel_stride;
             column_row[h] = tap / conv.size_w;
             column_col[h] = tap % conv.size_w;
         }
@@ -202,16 +205,16 @@ impl SliceLoader {
             quad_end,
             first_co: CUBE_POS_Y as usize * TILE_SIDE as usize,
             first_k,
-            c_out: grad.shape(1),
-            depth: x.shape(1) * taps,
+            c_out: grad_map.channels,
+            depth: x_map.channels * taps,
             plane_quads,
             quads_w,
-            grad_h: grad.shape(2) as u32,
-            grad_w: grad.shape(3) as u32,
-            image_stride: x.stride(0),
-            rows: x.shape(2) as u32,
-            row_len: x.shape(3) as u32,
-            row_stride: x.stride(2),
+            grad_h: grad_map.rows,
+            grad_w: grad_map.cols,
+            image_stride: x_map.image_stride,
+            rows: x_map.rows,
+            row_len: x_map.cols,
+            row_stride: x_map.row_stride,
             column_base,
             column_row,
             column_col,
@@ -236,8 +239,8 @@ impl SliceLoader {
     /// or the filters.
     pub fn grad_at<F: Float, A: Int>(
         &self,
-        grad: &Tensor<F>,
-        argmax: &ComptimeOption<Tensor<A>>,
+        grad: &Array<F>,
+        argmax: &ComptimeOption<Array<A>>,
         quad: &SlotQuad,
         #[comptime] h: u32,
     ) -> Vector<F, Four> {
@@ -262,7 +265,7 @@ impl SliceLoader {
     /// the split or the depth.
     pub fn patch_at<F: Float>(
         &self,
-        x: &Tensor<F>,
+        x: &Array<F>,
         quad: &SlotQuad,
         #[comptime] h: u32,
         #[comptime] conv: Window,
@@ -297,8 +300,8 @@ impl SliceLoader {
 #[cube]
 #[allow(clippy::too_many_arguments, clippy::let_and_return)] // `#[comptime]` needs the match bound by a `let`
 fn quad_grad<F: Float, A: Int>(
-    grad: &Tensor<F>,
-    argmax: &ComptimeOption<Tensor<A>>,
+    grad: &Array<F>,
+    argmax: &ComptimeOption<Array<A>>,
     plane: usize,
     in_plane: usize,
     qh: u32,

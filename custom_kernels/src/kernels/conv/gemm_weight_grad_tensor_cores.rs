@@ -24,7 +24,7 @@ use super::gemm_tensor_cores::{
     bf16_mma, mma_accumulators, operand_parts, store_mma_sums,
 };
 use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, TILE_SIDE};
-use crate::kernels::geometry::Window;
+use crate::kernels::geometry::{Nchw, Window};
 
 /// Conv positions in a slice: the products' depth per slice.
 const SLICE_POSITIONS: u32 = SLICE_QUADS * 4;
@@ -46,10 +46,12 @@ const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
-    x: &Tensor<F>,
-    grad: &Tensor<F>,
-    argmax: &ComptimeOption<Tensor<A>>,
-    partials: &mut Tensor<F>,
+    x: &Array<F>,
+    grad: &Array<F>,
+    argmax: &ComptimeOption<Array<A>>,
+    partials: &mut Array<F>,
+    x_map: Nchw,
+    grad_map: Nchw,
     quads_h: u32,
     quads_w: u32,
     quads_per_split: u32,
@@ -58,7 +60,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     #[comptime] product_depth: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
-    let loader = SliceLoader::new::<F>(x, grad, quads_h, quads_w, quads_per_split, conv);
+    let loader = SliceLoader::new(&x_map, &grad_map, quads_h, quads_w, quads_per_split, conv);
 
     let staged_len = comptime!((SLICE_POSITIONS * STAGED_ROW) as usize);
     let mut grads = SharedMemory::<S>::new_aligned(staged_len, FRAGMENT_ALIGN);

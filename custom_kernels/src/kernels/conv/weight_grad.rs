@@ -16,7 +16,7 @@
 use cubecl::prelude::*;
 
 use crate::kernels::cube_sum::sum_rows_over_units;
-use crate::kernels::geometry::{InputMap, Window, routed_position};
+use crate::kernels::geometry::{Nchw, Window, routed_position};
 
 /// Partial sums of one image group: `partials[g, co, ci, t]` for tap t < KH·KW and, at
 /// t = KH·KW, the bias term (the same in every ci). Filters vary fastest over the grid, so
@@ -26,11 +26,14 @@ use crate::kernels::geometry::{InputMap, Window, routed_position};
 /// walks the group's images, two at a time so that the loads of both are in flight
 /// together.
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
-    x: &Tensor<F>,
-    grad: &Tensor<F>,
-    argmax: &ComptimeOption<Tensor<A>>,
-    partials: &mut Tensor<F>,
+    x: &Array<F>,
+    grad: &Array<F>,
+    argmax: &ComptimeOption<Array<A>>,
+    partials: &mut Array<F>,
+    x_map: Nchw,
+    grad_map: Nchw,
     images_per_group: u32,
     #[comptime] conv: Window,
     #[comptime] pool: Window,
@@ -40,12 +43,11 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     let co = CUBE_POS_X as usize;
     let group = CUBE_POS_Y as usize;
     let ci = CUBE_POS_Z as usize;
-    let c_in = x.shape(1);
-    let c_out = grad.shape(1);
-    let grad_w = grad.shape(3) as u32;
-    let plane = grad.shape(2) * grad.shape(3);
+    let c_in = x_map.channels;
+    let c_out = grad_map.channels;
+    let grad_w = grad_map.cols;
+    let plane = (grad_map.rows * grad_w) as usize;
     let terms = comptime!(conv.size_h * conv.size_w + 1);
-    let input = InputMap::of(x);
 
     let mut sums = Array::<F>::new(comptime!(terms as usize));
     #[unroll]
@@ -54,20 +56,20 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
     }
     let first_image = group * images_per_group as usize;
     let mut end_image = first_image + images_per_group as usize;
-    if end_image > grad.shape(0) {
-        end_image = grad.shape(0);
+    if end_image > grad_map.batch {
+        end_image = grad_map.batch;
     }
     let lanes = CUBE_DIM_Y as usize;
     // Moving one image on in every lane's walk.
     let grad_step = lanes * c_out * plane;
-    let x_step = lanes * x.stride(0);
+    let x_step = lanes * x_map.image_stride;
     let mut within = UNIT_POS_X as usize;
     while within < plane {
         let row = within as u32 / grad_w;
         let col = within as u32 % grad_w;
         let mut n = first_image + UNIT_POS_Y as usize;
         let mut index = (n * c_out + co) * plane + within;
-        let mut x_base = n * x.stride(0) + ci * x.stride(1);
+        let mut x_base = n * x_map.image_stride + ci * x_map.channel_stride;
         while n < end_image {
             #[unroll]
             for u in 0..2usize {
@@ -81,7 +83,7 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
                         x_base + u * x_step,
                         row,
                         col,
-                        &input,
+                        &x_map,
                         conv,
                         pool,
                     );
@@ -114,15 +116,15 @@ pub fn conv2d_weight_grad_partial<F: Float, A: Int>(
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn add_element<F: Float, A: Int>(
-    x: &Tensor<F>,
-    grad: &Tensor<F>,
-    argmax: &ComptimeOption<Tensor<A>>,
+    x: &Array<F>,
+    grad: &Array<F>,
+    argmax: &ComptimeOption<Array<A>>,
     sums: &mut Array<F>,
     index: usize,
     x_base: usize,
     row: u32,
     col: u32,
-    input: &InputMap,
+    input: &Nchw,
     #[comptime] conv: Window,
     #[comptime] pool: Window,
 ) {
@@ -156,18 +158,20 @@ fn add_element<F: Float, A: Int>(
     }
 }
 
-/// Sums the groups' partials: one unit per (co, ci, term) in `partials`' layout.
+/// Sums the groups' partials: one unit per (co, ci, term) in `partials`' layout, [groups,
+/// c_out, c_in, terms].
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn conv2d_weight_grad_sum<F: Float>(
-    partials: &Tensor<F>,
-    weight_grad: &mut Tensor<F>,
-    bias_grad: &mut Tensor<F>,
+    partials: &Array<F>,
+    weight_grad: &mut Array<F>,
+    bias_grad: &mut Array<F>,
+    groups: usize,
+    c_out: usize,
+    c_in: usize,
     #[comptime] terms: u32,
     #[comptime] with_bias: bool,
 ) {
-    let groups = partials.shape(0);
-    let c_out = partials.shape(1);
-    let c_in = partials.shape(2);
     let per_group = c_out * c_in * terms as usize;
     let pos = ABSOLUTE_POS;
     if pos >= per_group {
