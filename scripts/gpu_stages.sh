@@ -7,7 +7,8 @@
 # .device-bin/cubenet-base. Then, on the GPU machine, with $OUT for the results:
 #   scripts/gpu_stages.sh check     # kernel equivalence tests on CUDA (KERNEL_TESTS picks
 #                                   # some, e.g. the conv family: see below; default all;
-#                                   # CHECK_LIMIT seconds, default 540; TEST_THREADS, 6)
+#                                   # CHECK_LIMIT seconds, default 540; TEST_THREADS, 6;
+#                                   # RANDOM_CASES per convolution and max-pool check, 60)
 #   scripts/gpu_stages.sh bench     # kernel microbenchmarks: each op, cubenet's vs Burn's
 #   scripts/gpu_stages.sh quality   # the MNIST quality bars: mnist_cnn, single-conv CNN
 #                                   # (3 epochs) and LeNet (10 epochs), on cubenet's kernels
@@ -71,7 +72,8 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
     check)
       has kernels || continue
       # Minutes: every case compiles its own kernels (NVRTC).
-      CUBENET_REQUIRE_CUDA=1 run kernel-tests "${CHECK_LIMIT:-540}" "$bin/kernels" \
+      CUBENET_REQUIRE_CUDA=1 CUBENET_CUDA_RANDOM_CASES="${RANDOM_CASES:-60}" \
+        run kernel-tests "${CHECK_LIMIT:-540}" "$bin/kernels" \
         ${KERNEL_TESTS:-} --test-threads "${TEST_THREADS:-6}" --nocapture
       grep -hE 'cases passed|test result|FAILED|mismatch|NaN|panicked|skipping' \
         "$logs"/kernel-tests.*

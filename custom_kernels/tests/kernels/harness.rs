@@ -61,7 +61,7 @@ impl Operands {
             operands,
             random_cases: match falls_back {
                 true => 0,
-                false => random_cases.min(RANDOM_CASE_CAP.get()),
+                false => capped(random_cases),
             },
             large_shapes: !falls_back,
         }
@@ -144,11 +144,20 @@ thread_local! {
     static RANDOM_CASE_CAP: Cell<u64> = const { Cell::new(u64::MAX) };
 }
 
-/// The most random convolution cases a check runs on `runtime`:
+/// How many of a check's `cases` seeded random cases run on the runtime the check runs on:
+/// all on the CPU kernels, at most the runtime's cap ([`random_case_cap`]) on a GPU.
+pub fn capped(cases: u64) -> u64 {
+    cases.min(RANDOM_CASE_CAP.get())
+}
+
+/// The most random cases a convolution or max-pool check runs on `runtime`, where each case
+/// compiles kernels of its own (its window is part of them):
 /// `CUBENET_<RUNTIME>_RANDOM_CASES` (e.g. `CUBENET_WGPU_RANDOM_CASES=50`), else all. CI sets
 /// it for wgpu, whose adapter there is Mesa's software one: every implicit-GEMM launch takes
 /// it about 0.8 s whatever the case's size, so 200 random cases of each check took 14 of
-/// CI's minutes. The fixed shapes (the networks' layers, a large grid) always run.
+/// CI's minutes. On CUDA, where NVRTC compiles each case's kernels, all of them took more
+/// than a 10-minute device call. The fixed shapes (the networks' layers, a large grid)
+/// always run.
 fn random_case_cap(runtime: &str) -> u64 {
     let variable = format!("CUBENET_{}_RANDOM_CASES", runtime.to_uppercase());
     match std::env::var(&variable) {
