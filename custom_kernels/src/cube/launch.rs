@@ -3,13 +3,14 @@
 //! Kernels are launched unchecked: CubeCL's checked launch clamps every tensor index and
 //! selects a zero for out-of-range reads, which Nsight Compute showed as a large share of
 //! the instructions of the issue-bound kernels. Each kernel instead guards its own indices
-//! against the shapes it is launched with, and the tests run every kernel over hundreds of
-//! random shapes with poisoned outputs.
+//! against the shapes it is launched with, and the tests run every kernel over many random
+//! shapes with poisoned outputs.
 //!
 //! Kernels take their operands as `Array`s and the sizes and strides they need as scalars
 //! ([`crate::kernels::geometry::Nchw`]), never as `Tensor`s: a `Tensor` argument's shape
 //! and strides are metadata that CubeCL's CUDA server uploads through pinned staging
-//! before each launch, on the device thread that host-bound steps wait for.
+//! before each launch on GPUs with grid constants (the H100 and H200 among them), on the
+//! device thread that host-bound steps wait for.
 
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;

@@ -30,6 +30,10 @@ pub(crate) fn dims4<R: CubeRuntime>(tensor: &CubeTensor<R>) -> [usize; 4] {
 pub(crate) fn nchw<R: CubeRuntime>(tensor: &CubeTensor<R>) -> NchwLaunch<R> {
     let [batch, channels, rows, cols] = dims4(tensor);
     let strides = tensor.meta.strides();
+    debug_assert!(
+        cols <= 1 || strides[3] == 1,
+        "the kernels read rows of unit stride"
+    );
     NchwLaunch::new(
         batch,
         channels,

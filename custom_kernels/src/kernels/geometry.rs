@@ -1,5 +1,6 @@
-//! Window geometry baked into kernels at compile time (one compiled kernel per geometry,
-//! so the window loops unroll).
+//! The geometry kernels work in: windows baked in at compile time (one compiled kernel per
+//! geometry, so the window loops unroll), and an operand's sizes and strides passed at run
+//! time.
 
 use cubecl::prelude::*;
 

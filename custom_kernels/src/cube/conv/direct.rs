@@ -68,7 +68,7 @@ pub(super) fn input_grad<R: CubeRuntime, F: FloatElement>(
     );
     let count = blocks([positions, c_in], [INPUT_GRAD_CUBE_SIZE, channels]);
     let dim = CubeDim::new_1d(INPUT_GRAD_CUBE_SIZE);
-    let (grad_map, x_map) = (nchw(&conv_grad), nchw(&x_grad));
+    let (grad_map, x_grad_map) = (nchw(&conv_grad), nchw(&x_grad));
     let (grad, weight) = (
         conv_grad.into_array_arg(),
         operands.weight.clone().into_array_arg(),
@@ -82,7 +82,7 @@ pub(super) fn input_grad<R: CubeRuntime, F: FloatElement>(
             weight,
             x_grad.clone().into_array_arg(),
             grad_map,
-            x_map,
+            x_grad_map,
             operands.window,
             channels,
             cols,
@@ -96,7 +96,7 @@ pub(super) fn input_grad<R: CubeRuntime, F: FloatElement>(
             weight,
             x_grad.clone().into_array_arg(),
             grad_map,
-            x_map,
+            x_grad_map,
             operands.window,
             channels,
         ));
