@@ -15,7 +15,8 @@ use clap::Parser;
 use cubenet::backend::BackendKind;
 use cubenet::data::synthetic::{self, LINEAR_BIAS, LINEAR_WEIGHTS};
 use cubenet::model::Task;
-use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularModel, TestMetrics};
+use cubenet::train::DenseValues;
+use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TestMetrics};
 
 #[derive(Debug, Parser)]
 #[command(about = "Fit a linear model with a no-hidden-layer net")]
@@ -51,11 +52,11 @@ fn run(args: Args) -> anyhow::Result<()> {
         &args.artifact_dir,
     )?;
 
-    let model =
-        TabularModel::<burn::backend::NdArray>::load(&args.artifact_dir, &Default::default())?;
-    let layer = &model.net.mlp.layers()[0];
-    let weights = layer.weight().into_data().into_vec::<f32>()?;
-    let bias = layer.bias().into_data().into_vec::<f32>()?;
+    let model = common::load_row_model(&args.artifact_dir, args.backend)?;
+    let DenseValues {
+        weight: weights,
+        bias,
+    } = model.dense_layers().remove(0);
     println!(
         "learned w = {weights:.3?}, b = {:.3} (true w = {LINEAR_WEIGHTS:?}, b = {LINEAR_BIAS})",
         bias[0]

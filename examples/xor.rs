@@ -13,14 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::ensure;
-use burn::backend::{Autodiff, NdArray};
 use clap::Parser;
+use cubenet::backend::BackendKind;
 use cubenet::data::synthetic;
 use cubenet::model::{Activation, Task};
+use cubenet::train::RunError;
 use cubenet::train::tabular::{
-    OptimizerConfig, Rows, TabularConfig, TabularReport, TabularSplits, train,
+    OptimizerConfig, Rows, TabularConfig, TabularReport, TabularSplits, train_splits,
 };
-use cubenet::train::{RunContext, TrainError};
 
 #[derive(Debug, Parser)]
 #[command(about = "Train a 2-4-1 net on XOR (on the CPU: four points need no GPU)")]
@@ -50,13 +50,12 @@ fn xor_config() -> TabularConfig {
 
 /// Trains on all four points (they are the train, valid and test sets at once); returns the
 /// report and, per point, (x1, x2, predicted class, probability of class 1).
-fn train_xor(artifact_dir: &Path) -> Result<(TabularReport, Vec<[f32; 4]>), TrainError> {
+fn train_xor(artifact_dir: &Path) -> Result<(TabularReport, Vec<[f32; 4]>), RunError> {
     let (inputs, targets) = synthetic::xor().split_columns(2);
     let points = Rows { inputs, targets };
     let splits = TabularSplits::all_in_one(points.clone(), 2);
-    let run = RunContext::<Autodiff<NdArray>>::new(artifact_dir, Default::default());
-    let (model, report) = train(&xor_config(), &splits, &run)?;
-    let predicted = model.predict(&points.inputs, &run.device);
+    let (model, report) = train_splits(&xor_config(), &splits, artifact_dir, BackendKind::Ndarray)?;
+    let predicted = model.predict(&points.inputs);
     let rows = (0..4)
         .map(|i| {
             let (x, p) = (points.inputs.row(i), predicted.row(i));

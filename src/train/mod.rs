@@ -51,7 +51,7 @@ pub use recorder::{ModelRecorder, RecordError, decode_model_record, decode_recor
 pub use resume::{Resumable, begin_run};
 pub use run::{Run, RunJob};
 pub use run_context::RunContext;
-pub use saved_run::{ImageClassifier, RowModel, SavedModel, SavedRun, SavedRunError};
+pub use saved_run::{DenseValues, ImageClassifier, RowModel, SavedModel, SavedRun, SavedRunError};
 pub use torch_weights::{
     EXPORT_DIR, EXPORT_FORMAT, EXPORT_WEIGHTS, Export, ExportSidecar, ExportedRun, Preprocessing,
     export_image_model, export_tabular_model, read_weights, sidecar_path,

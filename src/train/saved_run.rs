@@ -76,10 +76,25 @@ pub trait RowModel {
     fn config(&self) -> &TabularConfig;
     /// Its test metrics on `features` against `targets`.
     fn evaluate(&self, features: &Table, targets: &Table) -> TestMetrics;
+    /// Its predictions for `features` (raw, in the config's feature order), in the columns
+    /// `predict_csv` writes.
+    fn predict(&self, features: &Table) -> Table;
     /// Predicts every row of the CSV `input` into the CSV `output`; the rows written.
     fn predict_csv(&self, input: &Path, output: &Path) -> Result<usize, TrainError>;
+    /// Each dense layer's learned values, the first layer first: what a linear fit's
+    /// coefficients are read from.
+    fn dense_layers(&self) -> Vec<DenseValues>;
     /// Writes its weights as safetensors under PyTorch's names, and the sidecar.
     fn export(&self, weights: &Path) -> Result<(), TrainError>;
+}
+
+/// A dense layer's learned values, on the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DenseValues {
+    /// `[outputs, inputs]`, row-major.
+    pub weight: Vec<f32>,
+    /// `[outputs]`.
+    pub bias: Vec<f32>,
 }
 
 impl SavedRun {
@@ -199,9 +214,9 @@ struct ImageOnDevice<B: Backend> {
 }
 
 /// A tabular model on its device.
-struct RowsOnDevice<B: Backend> {
-    model: TabularModel<B>,
-    device: B::Device,
+pub(super) struct RowsOnDevice<B: Backend> {
+    pub(super) model: TabularModel<B>,
+    pub(super) device: B::Device,
 }
 
 impl<B: KernelBackend> ImageClassifier for ImageOnDevice<B> {
@@ -256,8 +271,26 @@ impl<B: KernelBackend> RowModel for RowsOnDevice<B> {
         self.model.evaluate(features, targets, &self.device)
     }
 
+    fn predict(&self, features: &Table) -> Table {
+        self.model.predict(features, &self.device)
+    }
+
     fn predict_csv(&self, input: &Path, output: &Path) -> Result<usize, TrainError> {
         self.model.predict_csv(input, output, &self.device)
+    }
+
+    fn dense_layers(&self) -> Vec<DenseValues> {
+        let host = |data: TensorData| data.iter::<f32>().collect();
+        self.model
+            .net
+            .mlp
+            .layers()
+            .iter()
+            .map(|layer| DenseValues {
+                weight: host(layer.weight().into_data()),
+                bias: host(layer.bias().into_data()),
+            })
+            .collect()
     }
 
     fn export(&self, weights: &Path) -> Result<(), TrainError> {

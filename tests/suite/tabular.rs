@@ -7,12 +7,13 @@ use burn::backend::{Autodiff, NdArray};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
+use cubenet::backend::BackendKind;
 use cubenet::data::{DataError, SplitRatios, Table, TableSource, synthetic};
 use cubenet::model::{Activation, MlpConfig, ModelError, TabularNet, Task};
 use cubenet::train::tabular::{
-    OptimizerConfig, Rows, TabularConfig, TabularModel, TabularSplits, TestMetrics, train,
+    OptimizerConfig, Rows, TabularConfig, TabularSplits, TestMetrics, train_splits,
 };
-use cubenet::train::{RunContext, TrainError, load_model, save_model};
+use cubenet::train::{RowModel, SavedModel, SavedRun, TrainError, load_model, save_model};
 
 type Cpu = Autodiff<NdArray>;
 
@@ -36,17 +37,12 @@ fn xor_net_gets_all_four_points() {
         .with_epochs(600)
         .with_patience(600)
         .with_standardize(false);
-    let (model, report) = train(
-        &config,
-        &splits,
-        &RunContext::<Cpu>::new(dir.path(), Default::default()),
-    )
-    .unwrap();
+    let (model, report) = train_splits(&config, &splits, dir.path(), BackendKind::Ndarray).unwrap();
     assert_eq!(
         report.test,
         Some(TestMetrics::Classification { accuracy: 1.0 })
     );
-    let predicted = model.predict(&points.inputs, &Default::default());
+    let predicted = model.predict(&points.inputs);
     for i in 0..4 {
         let [class, p] = [predicted.row(i)[0], predicted.row(i)[1]];
         assert_eq!(class, points.targets.row(i)[0]);
@@ -64,17 +60,12 @@ fn quadrant_config() -> TabularConfig {
 
 /// Trains the quadrant classifier from a CSV beside the artifact directory `dir`; returns
 /// the model and its test rows.
-fn train_quadrants(dir: &Path) -> (TabularModel<NdArray>, Rows, TestMetrics) {
+fn train_quadrants(dir: &Path) -> (Box<dyn RowModel>, Rows, TestMetrics) {
     let csv = dir.with_extension("csv");
     synthetic::quadrants(8000, 3).write_csv(&csv).unwrap();
     let config = quadrant_config();
     let splits = TabularSplits::load(&TableSource::Csv(csv.clone()), &config).unwrap();
-    let (model, report) = train(
-        &config,
-        &splits,
-        &RunContext::<Cpu>::new(dir, Default::default()),
-    )
-    .unwrap();
+    let (model, report) = train_splits(&config, &splits, dir, BackendKind::Ndarray).unwrap();
     assert_eq!(report.rows, [5600, 1200, 1200]);
     assert!(report.best_epoch >= 1 && report.best_epoch <= report.epochs);
     // Only the best and the last epoch's checkpoints stay.
@@ -113,12 +104,30 @@ fn quadrant_classifier_reaches_99_percent_and_reloads_identically() {
     }
 
     // save → load → predict gives the same numbers, in memory and through CSV files.
-    let device = Default::default();
-    let loaded = TabularModel::<NdArray>::load(&dir, &device).unwrap();
-    assert_eq!(loaded.standardizer, model.standardizer);
-    let before = model.predict(&test.inputs, &device);
-    let after = loaded.predict(&test.inputs, &device);
+    let SavedModel::Tabular(loaded) = SavedRun::load(&dir, Some(BackendKind::Ndarray))
+        .unwrap()
+        .model
+    else {
+        panic!("{} holds a tabular run", dir.display());
+    };
+    let before = model.predict(&test.inputs);
+    let after = loaded.predict(&test.inputs);
     assert_eq!(before, after);
+    // The same weights layer by layer, each `[outputs, inputs]` (a binary task has one output).
+    let layers = model.dense_layers();
+    assert_eq!(layers, loaded.dense_layers());
+    let config = model.config();
+    let widths: Vec<usize> = std::iter::once(config.features.len())
+        .chain(config.hidden.iter().copied())
+        .chain([1])
+        .collect();
+    assert_eq!(layers.len(), widths.len() - 1);
+    for (layer, io) in layers.iter().zip(widths.windows(2)) {
+        assert_eq!(
+            (layer.weight.len(), layer.bias.len()),
+            (io[0] * io[1], io[1])
+        );
+    }
 
     let input = root.path().join("new.csv");
     let output = root.path().join("predicted.csv");
@@ -126,7 +135,7 @@ fn quadrant_classifier_reaches_99_percent_and_reloads_identically() {
     rows.columns = strings(&["x", "y"]);
     rows.write_csv(&input).unwrap();
     assert_eq!(
-        loaded.predict_csv(&input, &output, &device).unwrap(),
+        loaded.predict_csv(&input, &output).unwrap(),
         test.inputs.rows()
     );
     let written =
@@ -163,13 +172,9 @@ fn multiclass_finds_its_classes_and_learns() {
         .with_epochs(15);
     let splits = TabularSplits::load(&TableSource::Csv(csv.clone()), &config).unwrap();
     assert_eq!(splits.classes, 4);
-    let (model, report) = train(
-        &config,
-        &splits,
-        &RunContext::<Cpu>::new(dir.path().join("run"), Default::default()),
-    )
-    .unwrap();
-    assert_eq!(model.config.classes, Some(4));
+    let run = dir.path().join("run");
+    let (model, report) = train_splits(&config, &splits, &run, BackendKind::Ndarray).unwrap();
+    assert_eq!(model.config().classes, Some(4));
     let Some(TestMetrics::Classification { accuracy }) = report.test else {
         panic!("no test accuracy");
     };

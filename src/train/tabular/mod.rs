@@ -28,8 +28,9 @@ use super::launch_guard::guard_launch;
 use super::learner_setup::{RunLength, finish_run, with_run_settings};
 use super::resume::{Resumable, begin_run};
 use super::run::{Run, RunJob};
-use super::{RunContext, RunError, TrainError, read_weights};
-use crate::backend::BackendKind;
+use super::saved_run::RowsOnDevice;
+use super::{RowModel, RunContext, RunError, TrainError, read_weights};
+use crate::backend::{BackendKind, BackendTask, run_on};
 use crate::data::{
     DataError, DeviceRows, EpochShuffled, Standardizer, Table, TableSource, inferred_classes,
 };
@@ -382,6 +383,42 @@ impl<B: AutodiffKernelBackend> Fit<'_, B> {
             best,
             epoch_seconds: watch.epoch_seconds(),
         })
+    }
+}
+
+/// Trains `config` on `splits` built in code (XOR's four points, say) on `backend`, writing
+/// the artifacts into `artifact_dir` (claimed first); returns the trained model on its device
+/// with the report. Not generic, like [`Run::launch`], so that the training code is compiled
+/// once, in this crate, for all callers.
+pub fn train_splits(
+    config: &TabularConfig,
+    splits: &TabularSplits,
+    artifact_dir: &Path,
+    backend: BackendKind,
+) -> Result<(Box<dyn RowModel>, TabularReport), RunError> {
+    claim_artifact_dir(artifact_dir, &[])?;
+    let task = TrainSplits {
+        config,
+        splits,
+        artifact_dir,
+    };
+    Ok(run_on(backend, task)??)
+}
+
+/// [`train_splits`] on the backend [`run_on`] picks.
+struct TrainSplits<'a> {
+    config: &'a TabularConfig,
+    splits: &'a TabularSplits,
+    artifact_dir: &'a Path,
+}
+
+impl BackendTask for TrainSplits<'_> {
+    type Output = Result<(Box<dyn RowModel>, TabularReport), TrainError>;
+
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
+        let run = RunContext::<B>::new(self.artifact_dir, device.clone());
+        let (model, report) = train(self.config, self.splits, &run)?;
+        Ok((Box::new(RowsOnDevice { model, device }), report))
     }
 }
 
