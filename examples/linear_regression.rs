@@ -15,8 +15,8 @@ use clap::Parser;
 use cubenet::backend::BackendKind;
 use cubenet::data::synthetic::{self, LINEAR_BIAS, LINEAR_WEIGHTS};
 use cubenet::model::Task;
-use cubenet::train::DenseValues;
 use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TestMetrics};
+use cubenet::train::{DenseValues, SavedRun};
 
 #[derive(Debug, Parser)]
 #[command(about = "Fit a linear model with a no-hidden-layer net")]
@@ -52,7 +52,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         &args.artifact_dir,
     )?;
 
-    let model = common::load_row_model(&args.artifact_dir, args.backend)?;
+    let model = SavedRun::load_tabular(&args.artifact_dir, Some(args.backend))?;
     let DenseValues {
         weight: weights,
         bias,

@@ -21,9 +21,9 @@ use clap::Parser;
 use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource, synthetic};
 use cubenet::model::{Activation, Task};
-use cubenet::train::Run;
 use cubenet::train::claim_artifact_dir;
 use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularJob};
+use cubenet::train::{Run, SavedRun};
 
 #[derive(Debug, Parser)]
 #[command(about = "Train an MLP on an 800k-row regression CSV")]
@@ -99,7 +99,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let new_rows = args.artifact_dir.join("new-rows.csv");
     synthetic::market(1000, args.seed + 1).write_csv(&new_rows)?;
     let predictions = args.artifact_dir.join("predictions.csv");
-    let model = common::load_row_model(&args.artifact_dir, args.backend)?;
+    let model = SavedRun::load_tabular(&args.artifact_dir, Some(args.backend))?;
     let rows = model.predict_csv(&new_rows, &predictions)?;
     println!("wrote {rows} predictions to {}", predictions.display());
     Ok(())

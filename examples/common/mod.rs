@@ -1,6 +1,6 @@
 //! What the tabular examples share: training on a generated table through the CSV path,
-//! loading the trained model back, checking the test accuracy, and the exit convention of
-//! every cubenet command (a one-line error and exit code 2). Each example uses a subset.
+//! checking the test accuracy, and the exit convention of every cubenet command (a one-line
+//! error and exit code 2). Each example uses a subset.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -10,9 +10,9 @@ use anyhow::ensure;
 use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource};
 use cubenet::error_line::error_line;
+use cubenet::train::Run;
 use cubenet::train::claim_artifact_dir;
 use cubenet::train::tabular::{TabularConfig, TabularJob, TabularReport, TestMetrics};
-use cubenet::train::{RowModel, Run, SavedModel, SavedRun};
 
 /// Writes `table` to `artifact_dir/data/csv_name`, trains `config` on that file on
 /// `backend`, and prints the report.
@@ -50,17 +50,6 @@ pub fn require_accuracy(report: &TabularReport, floor: f64) -> anyhow::Result<()
         floor * 100.0
     );
     Ok(())
-}
-
-/// The tabular model a run trained into `artifact_dir`, loaded onto `backend`.
-pub fn load_row_model(
-    artifact_dir: &Path,
-    backend: BackendKind,
-) -> anyhow::Result<Box<dyn RowModel>> {
-    match SavedRun::load(artifact_dir, Some(backend))?.model {
-        SavedModel::Tabular(model) => Ok(model),
-        SavedModel::Image(_) => anyhow::bail!("{} holds an image run", artifact_dir.display()),
-    }
 }
 
 /// Exit code 0, or 2 after printing the error on one line.

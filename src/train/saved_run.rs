@@ -37,6 +37,8 @@ pub enum SavedRunError {
         dir.display()
     )]
     NoRun { dir: PathBuf },
+    #[error("{} holds an image run, where a tabular one was asked for", dir.display())]
+    NotTabular { dir: PathBuf },
     #[error(transparent)]
     RunFile(#[from] ConfigError),
     #[error(transparent)]
@@ -117,6 +119,20 @@ impl SavedRun {
             .unwrap_or_else(BackendKind::default_for_build);
         let model = run_on(backend, LoadModel { dir, stored })??;
         Ok(Self { model, run })
+    }
+
+    /// Loads the tabular model in `dir` onto `backend`, as [`SavedRun::load`], for callers
+    /// that only predict rows; an image run is [`SavedRunError::NotTabular`].
+    pub fn load_tabular(
+        dir: &Path,
+        backend: Option<BackendKind>,
+    ) -> Result<Box<dyn RowModel>, SavedRunError> {
+        match Self::load(dir, backend)?.model {
+            SavedModel::Tabular(model) => Ok(model),
+            SavedModel::Image(_) => Err(SavedRunError::NotTabular {
+                dir: dir.to_path_buf(),
+            }),
+        }
     }
 }
 

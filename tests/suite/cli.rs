@@ -9,7 +9,7 @@ use burn::backend::NdArray;
 use cubenet::backend::BackendKind;
 use cubenet::model::{ImageModel, SimpleCnnConfig};
 use cubenet::run_config::RunConfig;
-use cubenet::train::{SavedModel, SavedRun, load_model};
+use cubenet::train::{SavedRun, load_model};
 
 use crate::common::{assert_parameters_close, configs, parameter_values};
 
@@ -195,12 +195,9 @@ fn a_run_killed_mid_epoch_resumes_to_the_same_weights_and_metrics() {
     assert_eq!(test_line(&fallback_out), test_line(&whole_out));
     // The same weights: bit-identical predictions on fresh rows.
     let rows = cubenet::data::synthetic::linear(200, 7).split_columns(3).0;
-    let predict = |dir: &Path| match SavedRun::load(dir, Some(BackendKind::Ndarray))
-        .unwrap()
-        .model
-    {
-        SavedModel::Tabular(model) => model.predict(&rows).values,
-        SavedModel::Image(_) => panic!("{} holds a tabular run", dir.display()),
+    let predict = |dir: &Path| {
+        let model = SavedRun::load_tabular(dir, Some(BackendKind::Ndarray)).unwrap();
+        model.predict(&rows).values
     };
     assert_eq!(predict(&killed), predict(&whole), "final weights differ");
     assert_eq!(predict(&damaged), predict(&whole), "final weights differ");

@@ -13,7 +13,7 @@ use cubenet::model::{Activation, MlpConfig, ModelError, TabularNet, Task};
 use cubenet::train::tabular::{
     OptimizerConfig, Rows, TabularConfig, TabularSplits, TestMetrics, train_splits,
 };
-use cubenet::train::{RowModel, SavedModel, SavedRun, TrainError, load_model, save_model};
+use cubenet::train::{RowModel, SavedRun, TrainError, load_model, save_model};
 
 type Cpu = Autodiff<NdArray>;
 
@@ -104,12 +104,7 @@ fn quadrant_classifier_reaches_99_percent_and_reloads_identically() {
     }
 
     // save → load → predict gives the same numbers, in memory and through CSV files.
-    let SavedModel::Tabular(loaded) = SavedRun::load(&dir, Some(BackendKind::Ndarray))
-        .unwrap()
-        .model
-    else {
-        panic!("{} holds a tabular run", dir.display());
-    };
+    let loaded = SavedRun::load_tabular(&dir, Some(BackendKind::Ndarray)).unwrap();
     let before = model.predict(&test.inputs);
     let after = loaded.predict(&test.inputs);
     assert_eq!(before, after);

@@ -152,7 +152,7 @@ pub fn capped(cases: u64) -> u64 {
 
 /// The most random cases a convolution or max-pool check runs on `runtime`, where each case
 /// compiles kernels of its own (its window is part of them):
-/// `CUBENET_<RUNTIME>_RANDOM_CASES` (e.g. `CUBENET_WGPU_RANDOM_CASES=50`), else all. CI sets
+/// `CUBENET_<RUNTIME>_RANDOM_CASES` (e.g. `CUBENET_WGPU_RANDOM_CASES=30`), else all. CI sets
 /// it for wgpu, whose adapter there is Mesa's software one: every implicit-GEMM launch takes
 /// it about 0.8 s whatever the case's size, so 200 random cases of each check took 14 of
 /// CI's minutes. On CUDA, where NVRTC compiles each case's kernels, all of them took more

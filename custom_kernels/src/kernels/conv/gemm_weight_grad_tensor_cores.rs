@@ -12,18 +12,20 @@
 //! positions does not depend on their order. Each of the eight warps multiplies a 16 × 32
 //! block of the tile k positions at a time (see [`super::gemm_tensor_cores`] for `S`, `M`
 //! and k), accumulating in fp32: TF32 through `wmma` fragments, bf16 through `ldmatrix` and
-//! `mma.m16n8k16`, as the forward does and for the same reason. The finished tile goes
-//! through shared memory to be written within the partials' bounds. The bias sums stay fp32
-//! adds, in registers.
+//! `mma.m16n8k16`, as the forward does and for the same reason. As in the forward, the next
+//! slice's loads go out before this slice's products and wait in fp32 registers until they
+//! are staged, so that the products hide their latency. The finished tile goes through
+//! shared memory to be written within the partials' bounds. The bias sums stay fp32 adds, in
+//! registers.
 
 use cubecl::prelude::*;
 
-use super::gemm::CUBE_UNITS;
+use super::gemm::{CUBE_UNITS, Four};
 use super::gemm_tensor_cores::{
     BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, LdmatrixRuns, MMA_COLUMNS, PRODUCT_SIDE, Two, accumulators,
     bf16_mma, mma_accumulators, operand_parts, store_mma_sums,
 };
-use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, TILE_SIDE};
+use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, SlotQuad, TILE_SIDE};
 use crate::kernels::geometry::{Nchw, Window};
 
 /// Conv positions in a slice: the products' depth per slice.
@@ -102,16 +104,29 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         bias_sums[h] = F::new(0.0);
     }
 
+    // The next slice's values, in fp32 until they are staged, as in the forward.
+    let mut next_grads = Array::<Vector<F, Four>>::new(LOADS_PER_UNIT as usize);
+    let mut next_patches = Array::<Vector<F, Four>>::new(LOADS_PER_UNIT as usize);
+    let mut quad = loader.first_quad();
+    load_slot::<F, A>(
+        &loader,
+        x,
+        grad,
+        argmax,
+        &quad,
+        &mut next_grads,
+        &mut next_patches,
+        conv,
+    );
     let mut first = loader.quad_begin;
     while first < loader.quad_end {
-        let quad = loader.quad_of(first);
         #[unroll]
         for h in 0..LOADS_PER_UNIT {
-            let dy = loader.grad_at::<F, A>(grad, argmax, &quad, h);
+            let dy = next_grads[h as usize];
             if bias_loader {
                 bias_sums[h as usize] += dy[0] + dy[1] + dy[2] + dy[3];
             }
-            let patch = loader.patch_at::<F>(x, &quad, h, conv);
+            let patch = next_patches[h as usize];
             let column = loader.lane + h * 32;
             #[unroll]
             for r in 0..4u32 {
@@ -121,6 +136,21 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             }
         }
         sync_cube();
+        // The next slice's loads go out before this slice's products.
+        let next = first + SLICE_QUADS as usize;
+        if next < loader.quad_end {
+            loader.next_quad(&mut quad);
+            load_slot::<F, A>(
+                &loader,
+                x,
+                grad,
+                argmax,
+                &quad,
+                &mut next_grads,
+                &mut next_patches,
+                conv,
+            );
+        }
         if ldmatrix {
             mma_slice::<F, S>(&grads, &patches, &mut mma_sums, warp_co, warp_k);
         } else {
@@ -136,7 +166,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             );
         }
         sync_cube();
-        first += SLICE_QUADS as usize;
+        first = next;
     }
 
     // The finished tile, row-major: filter co's column k is co · FINISHED_ROW + k.
@@ -195,6 +225,27 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
                 partials[loader.partials_row(co) + loader.depth] = bias;
             }
         }
+    }
+}
+
+/// Global loads of this unit's `quad` of a slice into registers: its gradient and patch
+/// values for each of its [`LOADS_PER_UNIT`] filters and columns.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn load_slot<F: Float, A: Int>(
+    loader: &SliceLoader,
+    x: &Array<F>,
+    grad: &Array<F>,
+    argmax: &ComptimeOption<Array<A>>,
+    quad: &SlotQuad,
+    grads: &mut Array<Vector<F, Four>>,
+    patches: &mut Array<Vector<F, Four>>,
+    #[comptime] conv: Window,
+) {
+    #[unroll]
+    for h in 0..LOADS_PER_UNIT {
+        grads[h as usize] = loader.grad_at::<F, A>(grad, argmax, quad, h);
+        patches[h as usize] = loader.patch_at::<F>(x, quad, h, conv);
     }
 }
 
