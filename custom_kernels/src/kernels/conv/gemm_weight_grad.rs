@@ -169,6 +169,26 @@ pub struct SlotQuad {
     qw: u32,
 }
 
+/// A loader unit's values of one slice in registers, for each of its [`LOADS_PER_UNIT`]
+/// filters and columns: the tensor-core kernel holds the next slice's here during this
+/// slice's products.
+#[derive(CubeType)]
+pub struct SlotValues<F: Float> {
+    pub grads: Array<Vector<F, Four>>,
+    pub patches: Array<Vector<F, Four>>,
+}
+
+#[cube]
+impl<F: Float> SlotValues<F> {
+    /// Registers for a slice's values, filled by [`SliceLoader::load`].
+    pub fn empty() -> SlotValues<F> {
+        SlotValues::<F> {
+            grads: Array::<Vector<F, Four>>::new(LOADS_PER_UNIT as usize),
+            patches: Array::<Vector<F, Four>>::new(LOADS_PER_UNIT as usize),
+        }
+    }
+}
+
 #[cube]
 impl SliceLoader {
     /// The loader of input `x` (sizes and strides `x_map`) and gradient `grad_map`.
@@ -256,6 +276,23 @@ impl SliceLoader {
             quad.n += 1;
         }
         quad.in_plane = (quad.qh * self.quads_w + quad.qw) as usize;
+    }
+
+    /// Global loads of this unit's `quad` of a slice into `values`.
+    pub fn load<F: Float, A: Int>(
+        &self,
+        x: &Array<F>,
+        grad: &Array<F>,
+        argmax: &ComptimeOption<Array<A>>,
+        quad: &SlotQuad,
+        values: &mut SlotValues<F>,
+        #[comptime] conv: Window,
+    ) {
+        #[unroll]
+        for h in 0..LOADS_PER_UNIT {
+            values.grads[h as usize] = self.grad_at::<F, A>(grad, argmax, quad, h);
+            values.patches[h as usize] = self.patch_at::<F>(x, quad, h, conv);
+        }
     }
 
     /// The gradient at `quad` for filter `lane` + 32 · `h` of the tile: zeros past the split

@@ -20,12 +20,12 @@
 
 use cubecl::prelude::*;
 
-use super::gemm::{CUBE_UNITS, Four};
+use super::gemm::CUBE_UNITS;
 use super::gemm_tensor_cores::{
     BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, LdmatrixRuns, MMA_COLUMNS, PRODUCT_SIDE, Two, accumulators,
     bf16_mma, mma_accumulators, operand_parts, store_mma_sums,
 };
-use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, SlotQuad, TILE_SIDE};
+use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, SlotValues, TILE_SIDE};
 use crate::kernels::geometry::{Nchw, Window};
 
 /// Conv positions in a slice: the products' depth per slice.
@@ -105,28 +105,18 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     }
 
     // The next slice's values, in fp32 until they are staged, as in the forward.
-    let mut next_grads = Array::<Vector<F, Four>>::new(LOADS_PER_UNIT as usize);
-    let mut next_patches = Array::<Vector<F, Four>>::new(LOADS_PER_UNIT as usize);
+    let mut held = SlotValues::<F>::empty();
     let mut quad = loader.first_quad();
-    load_slot::<F, A>(
-        &loader,
-        x,
-        grad,
-        argmax,
-        &quad,
-        &mut next_grads,
-        &mut next_patches,
-        conv,
-    );
+    loader.load::<F, A>(x, grad, argmax, &quad, &mut held, conv);
     let mut first = loader.quad_begin;
     while first < loader.quad_end {
         #[unroll]
         for h in 0..LOADS_PER_UNIT {
-            let dy = next_grads[h as usize];
+            let dy = held.grads[h as usize];
             if bias_loader {
                 bias_sums[h as usize] += dy[0] + dy[1] + dy[2] + dy[3];
             }
-            let patch = next_patches[h as usize];
+            let patch = held.patches[h as usize];
             let column = loader.lane + h * 32;
             #[unroll]
             for r in 0..4u32 {
@@ -140,16 +130,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         let next = first + SLICE_QUADS as usize;
         if next < loader.quad_end {
             loader.next_quad(&mut quad);
-            load_slot::<F, A>(
-                &loader,
-                x,
-                grad,
-                argmax,
-                &quad,
-                &mut next_grads,
-                &mut next_patches,
-                conv,
-            );
+            loader.load::<F, A>(x, grad, argmax, &quad, &mut held, conv);
         }
         if ldmatrix {
             mma_slice::<F, S>(&grads, &patches, &mut mma_sums, warp_co, warp_k);
@@ -225,27 +206,6 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
                 partials[loader.partials_row(co) + loader.depth] = bias;
             }
         }
-    }
-}
-
-/// Global loads of this unit's `quad` of a slice into registers: its gradient and patch
-/// values for each of its [`LOADS_PER_UNIT`] filters and columns.
-#[cube]
-#[allow(clippy::too_many_arguments)]
-fn load_slot<F: Float, A: Int>(
-    loader: &SliceLoader,
-    x: &Array<F>,
-    grad: &Array<F>,
-    argmax: &ComptimeOption<Array<A>>,
-    quad: &SlotQuad,
-    grads: &mut Array<Vector<F, Four>>,
-    patches: &mut Array<Vector<F, Four>>,
-    #[comptime] conv: Window,
-) {
-    #[unroll]
-    for h in 0..LOADS_PER_UNIT {
-        grads[h as usize] = loader.grad_at::<F, A>(grad, argmax, quad, h);
-        patches[h as usize] = loader.patch_at::<F>(x, quad, h, conv);
     }
 }
 
