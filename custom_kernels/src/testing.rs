@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use burn::tensor::DType;
+use burn::tensor::{DType, bf16};
 
 /// Whether kernel outputs are filled with a poison pattern before launch.
 static POISON_OUTPUTS: AtomicBool = AtomicBool::new(false);
@@ -45,6 +45,7 @@ pub(crate) fn poison(elements: usize, dtype: DType) -> Vec<u8> {
     match dtype {
         DType::F32 => f32::NAN.to_ne_bytes().repeat(elements),
         DType::F64 => f64::NAN.to_ne_bytes().repeat(elements),
+        DType::BF16 => bf16::NAN.to_ne_bytes().repeat(elements),
         _ => vec![0xEE; elements * dtype.size()],
     }
 }

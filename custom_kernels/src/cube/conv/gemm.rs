@@ -4,7 +4,10 @@
 //! one, and the partial sums of the weight and bias gradients. At [`Precision::Tf32`] and
 //! [`Precision::Bf16`] all three run on the tensor cores
 //! ([`crate::kernels::conv::gemm_tensor_cores`],
-//! [`crate::kernels::conv::gemm_weight_grad_tensor_cores`]).
+//! [`crate::kernels::conv::gemm_weight_grad_tensor_cores`]); in bf16, where the summed
+//! channels come in runs of eight, on channels-last copies of their operands
+//! ([`crate::kernels::conv::gemm_channels_last`],
+//! [`crate::kernels::conv::gemm_weight_grad_channels_last`]).
 
 use burn::tensor::{DType, bf16};
 use burn_cubecl::kernel::into_contiguous;
@@ -17,17 +20,26 @@ use cubecl::prelude::*;
 use super::ConvOperands;
 use crate::Precision;
 use crate::cube::alloc::empty_like;
-use crate::cube::grid::sm_count;
+use crate::cube::grid::{elementwise_over, sm_count};
 use crate::cube::launch::launch;
 use crate::cube::layout::{dims4, nchw};
 use crate::cube::pool::argmax_storage;
+use crate::kernels::conv::channels_last::{
+    ChannelsLastLaunch, filters_channels_last, padded_channels_last, routed_channels_last,
+};
 use crate::kernels::conv::gemm::{CUBE_UNITS, Tile, conv_gemm};
+use crate::kernels::conv::gemm_channels_last::{RUN, conv_gemm_channels_last};
 use crate::kernels::conv::gemm_tensor_cores::{
-    BF16_PRODUCT_DEPTH, MMA_COLUMNS, PRODUCT_SIDE, TF32_PRODUCT_DEPTH, TensorTile,
+    BF16_PRODUCT_DEPTH, MMA_COLUMNS, PRODUCT_SIDE, SLICE_DEPTH, TF32_PRODUCT_DEPTH, TensorTile,
     conv_gemm_tensor_cores,
 };
 use crate::kernels::conv::gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
-use crate::kernels::conv::gemm_weight_grad_tensor_cores::conv_gemm_weight_grad_tensor_cores;
+use crate::kernels::conv::gemm_weight_grad_channels_last::{
+    PositionGridLaunch, conv_gemm_weight_grad_channels_last,
+};
+use crate::kernels::conv::gemm_weight_grad_tensor_cores::{
+    SLICE_POSITIONS, conv_gemm_weight_grad_tensor_cores,
+};
 use crate::kernels::geometry::Window;
 
 /// Fewest summed channels (input channels in the forward and the weight gradient, output
@@ -90,23 +102,54 @@ pub(crate) fn input_grad_window<R: CubeRuntime>(operands: &ConvOperands<R>) -> O
     })
 }
 
-/// Launches [`conv_gemm`] (or, at [`Precision::Tf32`] or [`Precision::Bf16`] where the
-/// runtime has matrix units for it, [`conv_gemm_tensor_cores`]) of `src` with `weight` into
-/// `output` (a 4-D map of `cols` channels), over a grid of `quads` = [quads_h, quads_w] per
-/// image; with `argmax`, `output` is the pooled map and the quads are its pool windows.
-#[allow(clippy::too_many_arguments)]
-fn launch_gemm<R: CubeRuntime, F: FloatElement>(
-    src: CubeTensor<R>,
+/// One launch of the implicit GEMM: a map convolved over `window` with `weight` (read
+/// transposed and flipped for an input gradient, if `transposed`), plus `bias`, into
+/// `output` (a 4-D map), over a grid of `quads` = [quads_h, quads_w] per image; with
+/// `argmax`, `output` is the pooled map and the quads are its pool windows.
+struct GemmLaunch<'a, R: CubeRuntime> {
     weight: CubeTensor<R>,
     bias: Option<CubeTensor<R>>,
-    output: &CubeTensor<R>,
-    argmax: Option<&CubeTensor<R>>,
+    output: &'a CubeTensor<R>,
+    argmax: Option<&'a CubeTensor<R>>,
     quads: [usize; 2],
     window: Window,
     transposed: bool,
+}
+
+/// The tensor-core tile for a GEMM of `cols` columns.
+fn tensor_tile(cols: usize) -> TensorTile {
+    if cols <= TensorTile::NARROW.columns() as usize {
+        TensorTile::NARROW
+    } else {
+        TensorTile::WIDE
+    }
+}
+
+/// Launches `gemm` as [`conv_gemm`], or at [`Precision::Tf32`] or [`Precision::Bf16`] where
+/// the runtime has matrix units for it as [`conv_gemm_tensor_cores`] — in bf16 as
+/// [`conv_gemm_channels_last`] where `src`'s channels come in runs of [`RUN`].
+fn launch_gemm<R: CubeRuntime, F: FloatElement>(
+    src: CubeTensor<R>,
+    gemm: GemmLaunch<'_, R>,
     precision: Precision,
 ) {
-    let [batch, cols, _, _] = dims4(output);
+    let [batch, cols, _, _] = dims4(gemm.output);
+    let operands = tensor_core_operands(precision, F::dtype(), &src.client);
+    if operands == Some(Precision::Bf16) && dims4(&src)[1].is_multiple_of(RUN as usize) {
+        let size = channels_last_size(gemm.quads, gemm.window);
+        let padding = [gemm.window.pad_h, gemm.window.pad_w];
+        let copy = channels_last_copy::<R, F>(&src, size, padding);
+        return launch_channels_last::<R, F>(&copy, gemm, tensor_tile(cols));
+    }
+    let GemmLaunch {
+        weight,
+        bias,
+        output,
+        argmax,
+        quads,
+        window,
+        transposed,
+    } = gemm;
     let grid_quads = batch * quads[0] * quads[1];
     let (src_map, output_map) = (nchw(&src), nchw(output));
     // The kernels take the same arguments, each with its own tile type; the tensor-core
@@ -140,22 +183,15 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
             ));
         }};
     }
-    let tensor_tile = || {
-        if cols <= TensorTile::NARROW.columns() as usize {
-            TensorTile::NARROW
-        } else {
-            TensorTile::WIDE
-        }
-    };
-    match tensor_core_operands(precision, F::dtype(), &src.client) {
+    match operands {
         Some(Precision::Tf32) => launch_tiled!(
             conv_gemm_tensor_cores::<F, F, tf32, R>,
-            tensor_tile(),
+            tensor_tile(cols),
             TF32_PRODUCT_DEPTH
         ),
         Some(Precision::Bf16) => launch_tiled!(
             conv_gemm_tensor_cores::<F, bf16, bf16, R>,
-            tensor_tile(),
+            tensor_tile(cols),
             BF16_PRODUCT_DEPTH
         ),
         _ => launch_tiled!(
@@ -163,6 +199,116 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
             tile_for(grid_quads, cols, sm_count(&src.client))
         ),
     }
+}
+
+/// The rows and columns a channels-last copy of a GEMM's map needs so that every patch
+/// of its grid of `quads` over `window` lies inside: the padding is in the copy.
+fn channels_last_size(quads: [usize; 2], window: Window) -> [usize; 2] {
+    let covered = |quads: usize, stride: u32, size: u32| {
+        (2 * quads).saturating_sub(1) * stride as usize + size as usize
+    };
+    [
+        covered(quads[0], window.stride_h, window.size_h),
+        covered(quads[1], window.stride_w, window.size_w),
+    ]
+}
+
+/// [`conv_gemm_channels_last`] of `gemm` over `tile`s, on `copy` (the map channels-last,
+/// from [`channels_last_copy`] with the sizes of [`channels_last_size`]), after copying the
+/// filters into the layout it reads ([`filters_channels_last`]): their columns to whole
+/// tiles and their depth to whole slices.
+fn launch_channels_last<R: CubeRuntime, F: FloatElement>(
+    copy: &CubeTensor<R>,
+    gemm: GemmLaunch<'_, R>,
+    tile: TensorTile,
+) {
+    let window = &gemm.window;
+    let [batch, _, _, channels] = dims4(copy);
+    let [_, cols, _, _] = dims4(gemm.output);
+    let run = RUN as usize;
+    let depth = channels * (window.size_h * window.size_w) as usize;
+    let depth_runs = depth.next_multiple_of(SLICE_DEPTH as usize) / run;
+    let columns = cols.next_multiple_of(tile.columns() as usize);
+    let filters = empty_like(copy, [columns, depth_runs * run], DType::BF16);
+    let (count, dim) = elementwise_over(&copy.client, columns * depth_runs);
+    launch!(filters_channels_last::<F, bf16, R>(
+        &filters,
+        count,
+        dim,
+        run,
+        gemm.weight.into_array_arg(),
+        filters.clone().into_array_arg(),
+        cols,
+        channels,
+        depth_runs,
+        columns,
+        *window,
+        gemm.transposed,
+    ));
+    let count = CubeCount::Static(
+        (batch * gemm.quads[0] * gemm.quads[1]).div_ceil(tile.quads() as usize) as u32,
+        cols.div_ceil(tile.columns() as usize) as u32,
+        1,
+    );
+    launch!(conv_gemm_channels_last::<F, bf16, R>(
+        gemm.output,
+        count,
+        CubeDim::new_1d(CUBE_UNITS),
+        run,
+        copy.clone().into_array_arg(),
+        filters.into_array_arg(),
+        gemm.bias
+            .map(|b| into_contiguous(b).into_array_arg())
+            .into(),
+        gemm.output.clone().into_array_arg(),
+        gemm.argmax.map(|a| a.clone().into_array_arg()).into(),
+        channels_last_map(copy),
+        nchw(gemm.output),
+        gemm.quads[0] as u32,
+        gemm.quads[1] as u32,
+        depth_runs as u32,
+        *window,
+        tile,
+        argmax_storage(gemm.argmax),
+    ));
+}
+
+/// `src` (a 4-D NCHW map) copied by [`padded_channels_last`] into a new bf16 map
+/// [N, rows, columns, channels] of `size` = [rows, columns], shifted by `pad`: zeros where
+/// `src` has no value.
+fn channels_last_copy<R: CubeRuntime, F: FloatElement>(
+    src: &CubeTensor<R>,
+    size: [usize; 2],
+    pad: [u32; 2],
+) -> CubeTensor<R> {
+    let [batch, channels, _, _] = dims4(src);
+    let copy = empty_like(src, [batch, size[0], size[1], channels], DType::BF16);
+    let runs = batch * size[0] * size[1] * channels / RUN as usize;
+    let (count, dim) = elementwise_over(&src.client, runs);
+    launch!(padded_channels_last::<F, bf16, R>(
+        &copy,
+        count,
+        dim,
+        RUN as usize,
+        src.clone().into_array_arg(),
+        copy.clone().into_array_arg(),
+        nchw(src),
+        channels_last_map(&copy),
+        pad[0],
+        pad[1],
+    ));
+    copy
+}
+
+/// The sizes of a channels-last map from [`channels_last_copy`].
+fn channels_last_map<R: CubeRuntime>(map: &CubeTensor<R>) -> ChannelsLastLaunch<R> {
+    let [batch, rows, cols, channels] = dims4(map);
+    ChannelsLastLaunch::new(
+        batch,
+        rows as u32,
+        cols as u32,
+        (channels / RUN as usize) as u32,
+    )
 }
 
 /// The precision the GEMMs of `dtype` tensors multiply in on `client` at `precision`:
@@ -236,17 +382,17 @@ pub(crate) fn forward_relu_pool<R: CubeRuntime, F: FloatElement>(
     argmax: &CubeTensor<R>,
 ) {
     let [_, _, pooled_h, pooled_w] = dims4(output);
-    launch_gemm::<R, F>(
-        operands.x,
-        operands.weight,
+    let precision = operands.precision;
+    let gemm = GemmLaunch {
+        weight: operands.weight,
         bias,
         output,
-        Some(argmax),
-        [pooled_h, pooled_w],
-        operands.window,
-        false,
-        operands.precision,
-    );
+        argmax: Some(argmax),
+        quads: [pooled_h, pooled_w],
+        window: operands.window,
+        transposed: false,
+    };
+    launch_gemm::<R, F>(operands.x, gemm, precision);
 }
 
 /// conv(x) + bias at every output position.
@@ -260,18 +406,36 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         F::dtype(),
     );
     let quads = quads_over(operands.out_size);
-    launch_gemm::<R, F>(
-        operands.x,
-        operands.weight,
+    let precision = operands.precision;
+    let gemm = GemmLaunch {
+        weight: operands.weight,
         bias,
-        &output,
-        None,
+        output: &output,
+        argmax: None,
         quads,
-        operands.window,
-        false,
-        operands.precision,
-    );
+        window: operands.window,
+        transposed: false,
+    };
+    launch_gemm::<R, F>(operands.x, gemm, precision);
     output
+}
+
+/// The input gradient's GEMM launch (see [`input_grad_window`]) into `x_grad`.
+fn input_grad_launch<'a, R: CubeRuntime>(
+    operands: &ConvOperands<R>,
+    x_grad: &'a CubeTensor<R>,
+    window: Window,
+) -> GemmLaunch<'a, R> {
+    let [_, _, h, w] = operands.x_dims;
+    GemmLaunch {
+        weight: operands.weight.clone(),
+        bias: None,
+        output: x_grad,
+        argmax: None,
+        quads: quads_over([h, w]),
+        window,
+        transposed: true,
+    }
 }
 
 /// dx from the conv output's gradient `conv_grad` (contiguous), as the convolution of
@@ -283,19 +447,80 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
     window: Window,
 ) -> CubeTensor<R> {
     let x_grad = empty_like(&operands.x, operands.x_dims, F::dtype());
-    let [_, _, h, w] = operands.x_dims;
-    launch_gemm::<R, F>(
-        conv_grad,
-        operands.weight.clone(),
-        None,
-        &x_grad,
-        None,
-        quads_over([h, w]),
-        window,
-        true,
-        operands.precision,
-    );
+    let gemm = input_grad_launch(operands, &x_grad, window);
+    launch_gemm::<R, F>(conv_grad, gemm, operands.precision);
     x_grad
+}
+
+/// dx as [`input_grad`], from the conv output's gradient copied channels-last by
+/// [`conv_grad_channels_last`] for the input gradient's `window`.
+pub(crate) fn input_grad_channels_last<R: CubeRuntime, F: FloatElement>(
+    operands: &ConvOperands<R>,
+    conv_grad: &ChannelsLastGrad<R>,
+    window: Window,
+) -> CubeTensor<R> {
+    let x_grad = empty_like(&operands.x, operands.x_dims, F::dtype());
+    let gemm = input_grad_launch(operands, &x_grad, window);
+    let tile = tensor_tile(operands.x_dims[1]);
+    launch_channels_last::<R, F>(&conv_grad.map, gemm, tile);
+    x_grad
+}
+
+/// The conv output's gradient channels-last in bf16, as the bf16 input and weight gradients
+/// read it ([`conv_gemm_channels_last`], [`conv_gemm_weight_grad_channels_last`]): `map`,
+/// with each conv position shifted by `padding`.
+pub(crate) struct ChannelsLastGrad<R: CubeRuntime> {
+    pub map: CubeTensor<R>,
+    pub padding: [u32; 2],
+}
+
+/// [`ChannelsLastGrad`] from the conv output's gradient `grad` (contiguous), or a 2×2
+/// stride-2 pool's gradient routed through `argmax` in the same pass
+/// ([`routed_channels_last`]; other pools' first routed back as they are): padded for the
+/// input gradient's GEMM over `input_window` where there is one, else not.
+pub(crate) fn conv_grad_channels_last<R: CubeRuntime, F: FloatElement>(
+    operands: &ConvOperands<R>,
+    grad: &CubeTensor<R>,
+    argmax: Option<&CubeTensor<R>>,
+    pool: Window,
+    input_window: Option<Window>,
+) -> ChannelsLastGrad<R> {
+    let (size, padding) = match input_window {
+        Some(window) => {
+            let [_, _, h, w] = operands.x_dims;
+            let size = channels_last_size(quads_over([h, w]), window);
+            (size, [window.pad_h, window.pad_w])
+        }
+        None => (operands.out_size, [0, 0]),
+    };
+    let map = match argmax {
+        Some(argmax) if pools_in_quads(pool) => {
+            let [batch, c_out, _, _] = dims4(grad);
+            let map = empty_like(grad, [batch, size[0], size[1], c_out], DType::BF16);
+            let runs = batch * size[0] * size[1] * c_out / RUN as usize;
+            let (count, dim) = elementwise_over(&grad.client, runs);
+            launch!(routed_channels_last::<F, bf16, R>(
+                &map,
+                count,
+                dim,
+                RUN as usize,
+                grad.clone().into_array_arg(),
+                argmax.clone().into_array_arg(),
+                map.clone().into_array_arg(),
+                nchw(grad),
+                channels_last_map(&map),
+                padding[0],
+                padding[1],
+                argmax_storage(Some(argmax)),
+            ));
+            map
+        }
+        _ => {
+            let conv_grad = operands.conv_grad::<F>(grad, argmax, pool);
+            channels_last_copy::<R, F>(&conv_grad, size, padding)
+        }
+    };
+    ChannelsLastGrad { map, padding }
 }
 
 /// Whether the weight gradient of `operands` runs as a GEMM: multi-channel, and with a
@@ -325,13 +550,8 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
         None => quads_over([grad_h, grad_w]),
     };
     let quads = batch * quads_h * quads_w;
-    let tiles = [depth, c_out].map(|extent| extent.div_ceil(TILE_SIDE as usize));
-    let sms = sm_count(&operands.x.client).unwrap_or(SMS_UNKNOWN);
-    let slots = WEIGHT_GRAD_CUBES_PER_SM.map(|cubes| sms * cubes);
-    let splits = balanced_splits(tiles[0] * tiles[1], slots, quads.div_ceil(MIN_SPLIT_QUADS));
-    let quads_per_split = quads
-        .div_ceil(splits)
-        .next_multiple_of(SLICE_QUADS as usize);
+    let tiles = weight_grad_tiles(operands);
+    let quads_per_split = split_size(operands, tiles, quads, MIN_SPLIT_QUADS, SLICE_QUADS);
     let splits = quads.div_ceil(quads_per_split);
     let buffers = operands.gradient_buffers::<F>([splits, c_out, 1, depth + 1], with_bias);
     let partials = &buffers[0];
@@ -370,6 +590,89 @@ pub(crate) fn weight_grad_partials<R: CubeRuntime, F: FloatElement>(
         ),
         _ => launch_split!(conv_gemm_weight_grad::<F, R>),
     }
+    buffers
+}
+
+/// The weight gradient's tiles: [depth, C_out] over the tile's side.
+fn weight_grad_tiles<R: CubeRuntime>(operands: &ConvOperands<R>) -> [usize; 2] {
+    let [c_out, c_in, kh, kw] = operands.weight_dims;
+    [c_in * kh * kw, c_out].map(|extent| extent.div_ceil(TILE_SIDE as usize))
+}
+
+/// How many of `items` (quads or positions, walked `slice` at a time) each split of the
+/// weight gradient's grid of `tiles` walks: at least `fewest`, in whole slices, and as many
+/// splits as [`balanced_splits`] picks.
+fn split_size<R: CubeRuntime>(
+    operands: &ConvOperands<R>,
+    tiles: [usize; 2],
+    items: usize,
+    fewest: usize,
+    slice: u32,
+) -> usize {
+    let sms = sm_count(&operands.x.client).unwrap_or(SMS_UNKNOWN);
+    let slots = WEIGHT_GRAD_CUBES_PER_SM.map(|cubes| sms * cubes);
+    let splits = balanced_splits(tiles[0] * tiles[1], slots, items.div_ceil(fewest));
+    items.div_ceil(splits).next_multiple_of(slice as usize)
+}
+
+/// Whether the weight gradient of `operands` runs on channels-last copies
+/// ([`conv_gemm_weight_grad_channels_last`]): in bf16 on the tensor cores, with input and
+/// output channels in runs of [`RUN`].
+pub(crate) fn weight_grad_channels_last<R: CubeRuntime, F: FloatElement>(
+    operands: &ConvOperands<R>,
+) -> bool {
+    let [c_out, c_in, _, _] = operands.weight_dims;
+    let run = RUN as usize;
+    tensor_core_operands(operands.precision, F::dtype(), &operands.x.client)
+        == Some(Precision::Bf16)
+        && c_in.is_multiple_of(run)
+        && c_out.is_multiple_of(run)
+}
+
+/// The weight gradient's partial sums (with the weight and bias gradient buffers) where
+/// [`weight_grad_channels_last`] holds, from the conv output's own gradient `conv_grad`:
+/// both it and the input copied channels-last, the input padded to cover every patch.
+pub(crate) fn weight_grad_partials_channels_last<R: CubeRuntime, F: FloatElement>(
+    operands: &ConvOperands<R>,
+    conv_grad: &ChannelsLastGrad<R>,
+    with_bias: bool,
+) -> [CubeTensor<R>; 3] {
+    let [c_out, c_in, kh, kw] = operands.weight_dims;
+    let depth = c_in * kh * kw;
+    let batch = operands.x_dims[0];
+    let [rows, cols] = operands.out_size;
+    let positions = batch * rows * cols;
+    let tiles = weight_grad_tiles(operands);
+    let per_split = split_size(
+        operands,
+        tiles,
+        positions,
+        4 * MIN_SPLIT_QUADS,
+        SLICE_POSITIONS,
+    );
+    let splits = positions.div_ceil(per_split);
+    let buffers = operands.gradient_buffers::<F>([splits, c_out, 1, depth + 1], with_bias);
+    let partials = &buffers[0];
+    let w = operands.window;
+    let covered = [(rows, w.stride_h, kh), (cols, w.stride_w, kw)]
+        .map(|(out, stride, size)| (out - 1) * stride as usize + size);
+    let x = channels_last_copy::<R, F>(&operands.x, covered, [w.pad_h, w.pad_w]);
+    launch!(conv_gemm_weight_grad_channels_last::<F, bf16, R>(
+        partials,
+        CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32),
+        CubeDim::new_1d(CUBE_UNITS),
+        RUN as usize,
+        x.clone().into_array_arg(),
+        conv_grad.map.clone().into_array_arg(),
+        partials.clone().into_array_arg(),
+        channels_last_map(&x),
+        channels_last_map(&conv_grad.map),
+        conv_grad.padding[0],
+        conv_grad.padding[1],
+        PositionGridLaunch::new(positions, rows as u32, cols as u32, c_out, depth, per_split),
+        w,
+        with_bias,
+    ));
     buffers
 }
 

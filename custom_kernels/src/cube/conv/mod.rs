@@ -63,28 +63,58 @@ impl<R: CubeRuntime> ConvOperands<R> {
     ) -> LayerGrads<CubeTensor<R>> {
         let grad = into_contiguous(grad);
         let argmax = argmax.map(into_contiguous);
+        if gemm::weight_grad_channels_last::<R, F>(self) {
+            return self.grads_channels_last::<F>(&grad, argmax.as_ref(), pool, wants);
+        }
         let x = wants
             .x
-            .then(|| self.input_grad::<F>(&grad, argmax.as_ref(), pool));
+            .then(|| self.input_grad::<F>(self.conv_grad::<F>(&grad, argmax.as_ref(), pool)));
         let (weight, bias) = self.weight_grad::<F>(&grad, argmax.as_ref(), pool, wants.bias);
         LayerGrads { x, weight, bias }
     }
 
-    /// Input gradient: a pooled `grad` is first routed through `argmax` back to the conv
-    /// output's shape (the max-pool backward), then the implicit GEMM runs where it applies
-    /// (stride 1, multi-channel), else the direct gather kernel.
-    fn input_grad<F: FloatElement>(
+    /// [`Self::grads`] in bf16 where both channel counts come in runs of eight: the conv
+    /// output's gradient copied channels-last once (routed through the argmax in the same
+    /// pass), for the input gradient's GEMM and the weight gradient's.
+    fn grads_channels_last<F: FloatElement>(
+        &self,
+        grad: &CubeTensor<R>,
+        argmax: Option<&CubeTensor<R>>,
+        pool: Window,
+        wants: GradsWanted,
+    ) -> LayerGrads<CubeTensor<R>> {
+        let input_window = gemm::input_grad_window(self).filter(|_| wants.x);
+        let copy = gemm::conv_grad_channels_last::<R, F>(self, grad, argmax, pool, input_window);
+        let x = match input_window {
+            Some(window) => Some(gemm::input_grad_channels_last::<R, F>(self, &copy, window)),
+            None => wants
+                .x
+                .then(|| self.input_grad::<F>(self.conv_grad::<F>(grad, argmax, pool))),
+        };
+        let partials = gemm::weight_grad_partials_channels_last::<R, F>(self, &copy, wants.bias);
+        let (weight, bias) = self.weight_grad_of::<F>(partials, wants.bias);
+        LayerGrads { x, weight, bias }
+    }
+
+    /// The conv output's own gradient: `grad`, or a pooled gradient routed back through
+    /// `argmax` over `pool` windows (the max-pool backward).
+    pub(crate) fn conv_grad<F: FloatElement>(
         &self,
         grad: &CubeTensor<R>,
         argmax: Option<&CubeTensor<R>>,
         pool: Window,
     ) -> CubeTensor<R> {
-        let conv_grad = match argmax {
+        match argmax {
             Some(argmax) => {
                 pool::input_grad::<R, F>(grad, argmax, pool, self.output_shape(self.out_size))
             }
             None => grad.clone(),
-        };
+        }
+    }
+
+    /// Input gradient from the conv output's gradient `conv_grad`: the implicit GEMM where
+    /// it applies (stride 1, multi-channel), else the direct gather kernel.
+    fn input_grad<F: FloatElement>(&self, conv_grad: CubeTensor<R>) -> CubeTensor<R> {
         match gemm::input_grad_window(self) {
             Some(window) => gemm::input_grad::<R, F>(self, conv_grad, window),
             None => direct::input_grad::<R, F>(self, conv_grad),

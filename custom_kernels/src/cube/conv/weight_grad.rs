@@ -41,12 +41,21 @@ impl<R: CubeRuntime> ConvOperands<R> {
         pool: Window,
         with_bias: bool,
     ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
-        let [partials, weight_grad, bias_grad] =
-            if gemm::weight_grad_applies(self, argmax.is_some(), pool) {
-                gemm::weight_grad_partials::<R, F>(self, grad, argmax, with_bias)
-            } else {
-                self.weight_grad_partials::<F>(grad, argmax, pool, with_bias)
-            };
+        let buffers = if gemm::weight_grad_applies(self, argmax.is_some(), pool) {
+            gemm::weight_grad_partials::<R, F>(self, grad, argmax, with_bias)
+        } else {
+            self.weight_grad_partials::<F>(grad, argmax, pool, with_bias)
+        };
+        self.weight_grad_of::<F>(buffers, with_bias)
+    }
+
+    /// The weight (and bias) gradient: the sum of the partial sums in `buffers` (from
+    /// [`Self::gradient_buffers`], filled), written into its other two tensors.
+    pub(crate) fn weight_grad_of<F: FloatElement>(
+        &self,
+        [partials, weight_grad, bias_grad]: [CubeTensor<R>; 3],
+        with_bias: bool,
+    ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
         let [groups, c_out, c_in, terms] = dims4(&partials);
         let (count, dim) = elementwise_over(&self.x.client, c_out * c_in * terms);
         launch!(conv2d_weight_grad_sum::<F, R>(

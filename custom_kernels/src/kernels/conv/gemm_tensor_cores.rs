@@ -22,6 +22,8 @@
 //!   CIFAR-shaped network's bf16 products 19–30% faster without the wait).
 //!
 //! Either way a product is exact in the fp32 accumulator; only the operands are rounded.
+//! In bf16, layers whose channels come in runs of eight run [`super::gemm_channels_last`]
+//! instead, on channels-last copies; this kernel keeps the others (first layers).
 //!
 //! How the operands reach the tensor cores differs:
 //! - TF32: CUDA's `wmma` fragments (CubeCL's `cmma`), 16 × 16 × 8, loaded from a generic
@@ -48,10 +50,10 @@ pub const BF16_PRODUCT_DEPTH: u32 = 16;
 /// Columns of one bf16 `mma` (16 rows × 8 columns × 16 deep).
 pub const MMA_COLUMNS: u32 = 8;
 /// Warps per cube, and the products side by side in a warp's 32 × 32 block.
-const WARPS: u32 = 8;
-const WARP_PRODUCTS: u32 = 2;
+pub(crate) const WARPS: u32 = 8;
+pub(crate) const WARP_PRODUCTS: u32 = 2;
 /// The bf16 `mma`s across a warp's block (its rows take [`WARP_PRODUCTS`]).
-const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
+pub(crate) const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
 
 /// Two adjacent values: a register of two bf16 operands, or two of an `mma`'s fp32 sums.
 pub(crate) type Two = Const<2>;
@@ -75,12 +77,12 @@ impl TensorTile {
     /// 256 rows × 32 columns, for GEMMs of at most 32 columns.
     pub const NARROW: TensorTile = TensorTile { warps_across: 1 };
 
-    fn warps_down(self) -> u32 {
+    pub(crate) fn warps_down(self) -> u32 {
         WARPS / self.warps_across
     }
 
     /// Rows per tile.
-    fn rows(self) -> u32 {
+    pub(crate) fn rows(self) -> u32 {
         self.warps_down() * WARP_PRODUCTS * PRODUCT_SIDE
     }
 
@@ -102,7 +104,7 @@ impl TensorTile {
     /// Vectors from one depth of the staged patches to the next, and from one column of the
     /// finished tile to the next: the tile's quads and [`ROW_PAD`]. A matrix load reads
     /// 4 depths (or columns) × 8 rows at once; unpadded, the 4 fall in the same banks.
-    fn rows_stride(self) -> u32 {
+    pub(crate) fn rows_stride(self) -> u32 {
         self.quads() + ROW_PAD
     }
 
@@ -124,7 +126,7 @@ impl TensorTile {
     /// Floats of the finished tile in shared memory ([column][row]). It is only used after
     /// the products, when the staged slice no longer is: CubeCL places the two in the same
     /// bytes where they fit.
-    fn finished_floats(self) -> u32 {
+    pub(crate) fn finished_floats(self) -> u32 {
         self.columns() * 4 * self.rows_stride()
     }
 }
@@ -312,6 +314,40 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
         }
     }
     sync_cube();
+    write_finished::<F, A>(
+        &finished,
+        output,
+        argmax,
+        bias,
+        &output_map,
+        first_quad,
+        first_col,
+        quads_h,
+        quads_w,
+        tile,
+    );
+}
+
+/// The finished tile (column-major in `finished`: column c's row r at float c ·
+/// 4 · rows_stride + r) through [`write_quad`], quad by quad, from the cube's first quad and
+/// column.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_finished<F: Float, A: Int>(
+    finished: &SharedMemory<F>,
+    output: &mut Array<F>,
+    argmax: &mut ComptimeOption<Array<A>>,
+    bias: &ComptimeOption<Array<F>>,
+    output_map: &Nchw,
+    first_quad: usize,
+    first_col: usize,
+    quads_h: u32,
+    quads_w: u32,
+    #[comptime] tile: TensorTile,
+) {
+    let tile_quads = comptime!(tile.quads());
+    let rows_floats = comptime!(4 * tile.rows_stride());
+    let unit = UNIT_POS;
     // Each unit writes quads of one column at a time, adjacent units adjacent quads; a
     // loop, not unrolled (unrolled, the pooling epilogue took LeNet's launch to 180
     // registers and one cube an SM).
@@ -329,7 +365,7 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             output,
             argmax,
             bias,
-            &output_map,
+            output_map,
             quad_sums,
             first_quad + quad as usize,
             first_col + column as usize,

@@ -29,18 +29,18 @@ use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, SlotValu
 use crate::kernels::geometry::{Nchw, Window};
 
 /// Conv positions in a slice: the products' depth per slice.
-const SLICE_POSITIONS: u32 = SLICE_QUADS * 4;
+pub(crate) const SLICE_POSITIONS: u32 = SLICE_QUADS * 4;
 /// Values in a staged row: the tile's 64 and padding, so that the value-major rows of
 /// adjacent quad slots start 4 banks apart (a multiple of 8 values, as the matrix loads
 /// need for 16-bit operands).
-const STAGED_ROW: u32 = TILE_SIDE + 8;
+pub(crate) const STAGED_ROW: u32 = TILE_SIDE + 8;
 /// Values in a row of the finished tile.
-const FINISHED_ROW: u32 = TILE_SIDE + 4;
+pub(crate) const FINISHED_ROW: u32 = TILE_SIDE + 4;
 /// Tile rows of products (filters / 16) and columns of a warp's products (2 × 16 columns).
-const PRODUCT_ROWS: u32 = TILE_SIDE / PRODUCT_SIDE;
+pub(crate) const PRODUCT_ROWS: u32 = TILE_SIDE / PRODUCT_SIDE;
 const WARP_PRODUCTS: u32 = 2;
 /// The bf16 `mma`s across a warp's 32 columns.
-const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
+pub(crate) const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
 
 /// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile (CUBE_POS_Y filters,
 /// CUBE_POS_X columns), as [`super::gemm_weight_grad::conv_gemm_weight_grad`], whose
@@ -133,7 +133,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             loader.load::<F, A>(x, grad, argmax, &quad, &mut held, conv);
         }
         if ldmatrix {
-            mma_slice::<F, S>(&grads, &patches, &mut mma_sums, warp_co, warp_k);
+            mma_slice::<F, S, S>(&grads, &patches, &mut mma_sums, warp_co, warp_k, 1u32);
         } else {
             wmma_slice::<F, S, M>(
                 &grads,
@@ -258,37 +258,42 @@ fn wmma_slice<F: Float, S: Float, M: Float>(
 
 /// This warp's products of one staged slice (bf16, `S`) through `ldmatrix` and
 /// `mma.m16n8k16`: for each 16 positions, its 16 filters times its [`WARP_MMA_COLUMNS`]
-/// blocks of 8 columns, into `sums`.
+/// blocks of 8 columns, into `sums`. The stagings hold `E`s of `values` bf16 each (single
+/// values here, runs of eight in [`super::gemm_weight_grad_channels_last`]), rows of
+/// [`STAGED_ROW`] values.
 ///
 /// Both stagings are position-major, the transposes of the operand layouts, as the
 /// forward's are ([`super::gemm_tensor_cores`]); `ldmatrix .trans` reads each 8 × 8 block
 /// transposed, each lane naming one run ([`LdmatrixRuns`], whose depth is here the
 /// position): the gradients are the A operand (rows: filters), the patches the B operand.
 #[cube]
-fn mma_slice<F: Float, S: Float>(
-    grads: &SharedMemory<S>,
-    patches: &SharedMemory<S>,
+pub(crate) fn mma_slice<F: Float, S: Float, E: CubePrimitive<Scalar = S>>(
+    grads: &SharedMemory<E>,
+    patches: &SharedMemory<E>,
     sums: &mut Sequence<Array<Vector<F, Two>>>,
     warp_co: u32,
     warp_k: u32,
+    #[comptime] values: u32,
 ) {
     let mma = bf16_mma::<F, S>();
     let runs = LdmatrixRuns::of_this_lane();
+    let run = comptime!((MMA_COLUMNS / values) as usize);
     #[unroll]
     for step in 0..comptime!(SLICE_POSITIONS / BF16_PRODUCT_DEPTH) {
         let row = step * BF16_PRODUCT_DEPTH;
-        let at = ((row + runs.a_depth) * STAGED_ROW + warp_co + runs.a_row) as usize;
-        let grad_part = mma.load_matrix::<S, Two>(
-            &grads.slice(at, at + 8usize),
+        let at = (((row + runs.a_depth) * STAGED_ROW + warp_co + runs.a_row) / values) as usize;
+        let grad_part = mma.load_matrix::<E, Two>(
+            &grads.slice(at, at + run),
             cmma::MatrixIdent::A,
             4usize,
             true,
         );
         #[unroll]
         for j in 0..WARP_MMA_COLUMNS {
-            let at = ((row + runs.b_depth) * STAGED_ROW + warp_k + j * MMA_COLUMNS) as usize;
-            let patch_part = mma.load_matrix::<S, Two>(
-                &patches.slice(at, at + 8usize),
+            let column = warp_k + j * MMA_COLUMNS;
+            let at = (((row + runs.b_depth) * STAGED_ROW + column) / values) as usize;
+            let patch_part = mma.load_matrix::<E, Two>(
+                &patches.slice(at, at + run),
                 cmma::MatrixIdent::B,
                 2usize,
                 true,

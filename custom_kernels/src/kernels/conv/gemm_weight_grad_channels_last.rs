@@ -1,0 +1,303 @@
+//! The bf16 weight and bias gradients of [`super::gemm_weight_grad_tensor_cores`] on
+//! channels-last operands ([`super::channels_last`]): the conv output's gradient as
+//! [position][filter] runs and the padded input as [image][row][column][channel] runs.
+//!
+//! Why: the tensor-core kernel gathers each staged value on its own from the NCHW maps,
+//! decoding the pool's argmax for the gradient, and issued about 45 instructions for each
+//! matrix product (Nsight Compute, H200: its two launches took 384–401 µs at CIFAR-shaped
+//! b512, the largest share of the bf16 step). Here each unit stages a slice with two
+//! 16-byte loads — eight filters' gradients at one conv position, and eight depths (one tap,
+//! eight channels) of that position's patch — at addresses it steps from slice to slice.
+//!
+//! The product is the same: partials[split, co, k] = Σ over the split's conv positions of
+//! gradient[position, co] · patch[position, k], a cube per tile of 64 filters × 64 depths,
+//! the positions in slices of 32. Its depth here runs (tap, channel), the order the copies
+//! store; the partials keep the other kernels' (channel, tap), so the sum that follows is
+//! the same. Both slices are staged as the tensor-core kernel stages them, position-major
+//! rows of 64 values and a 16-byte pad (a matrix load's eight rows, 144 bytes apart, fall in
+//! 32 different banks), and multiplied by its `mma_slice`. The bias sums are fp32 adds of
+//! the staged gradients.
+
+use cubecl::prelude::*;
+
+use super::channels_last::ChannelsLast;
+use super::gemm::CUBE_UNITS;
+use super::gemm_channels_last::RUN;
+use super::gemm_tensor_cores::{
+    FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, mma_accumulators, store_mma_sums,
+};
+use super::gemm_weight_grad::TILE_SIDE;
+use super::gemm_weight_grad_tensor_cores::{
+    FINISHED_ROW, PRODUCT_ROWS, SLICE_POSITIONS, STAGED_ROW, WARP_MMA_COLUMNS, mma_slice,
+};
+use crate::kernels::geometry::Window;
+
+/// Runs across a tile's 64 filters or depths: the units loading one position of a slice
+/// (of [`SLICE_POSITIONS`], one a group of units).
+const TILE_RUNS: u32 = TILE_SIDE / RUN;
+const _: () = assert!(CUBE_UNITS / TILE_RUNS == SLICE_POSITIONS);
+/// Runs in a staged row (see the module's notes).
+const STAGED_RUNS: u32 = STAGED_ROW / RUN;
+/// Depths of a warp's block (its filters are [`PRODUCT_SIDE`]).
+const WARP_DEPTHS: u32 = WARP_MMA_COLUMNS * MMA_COLUMNS;
+
+/// The sizes the weight gradient walks: its conv positions (images × rows × columns of
+/// the output), filters, depth (taps × input channels) and positions per split.
+#[derive(CubeType, CubeLaunch, Clone, Copy)]
+pub struct PositionGrid {
+    pub positions: usize,
+    pub rows: u32,
+    pub cols: u32,
+    pub c_out: usize,
+    pub depth: usize,
+    pub per_split: usize,
+}
+
+/// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile of filters from
+/// CUBE_POS_Y · 64 and depths from CUBE_POS_X · 64 (see the module's notes): `grad` is the
+/// conv output's gradient channels-last (sizes `grad_map`, conv position (r, c) at (r +
+/// `grad_pad_h`, c + `grad_pad_w`): the copy the input gradient reads), `x` the input as a
+/// padded map of sizes `x_map` (covering every patch), `partials` the [splits, C_out, depth + 1] sums with the
+/// bias last. Launched with [`CUBE_UNITS`] units per cube and vectors of [`RUN`].
+#[cube(launch_unchecked)]
+pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
+    x: &Array<Vector<S, V>>,
+    grad: &Array<Vector<S, V>>,
+    partials: &mut Array<F>,
+    x_map: ChannelsLast,
+    grad_map: ChannelsLast,
+    grad_pad_h: u32,
+    grad_pad_w: u32,
+    grid: PositionGrid,
+    #[comptime] conv: Window,
+    #[comptime] with_bias: bool,
+) {
+    let first_k = CUBE_POS_X as usize * TILE_SIDE as usize;
+    let first_co = CUBE_POS_Y as usize * TILE_SIDE as usize;
+    let mut loads = PositionLoads::new(
+        &x_map, &grad_map, grad_pad_h, grad_pad_w, &grid, first_k, first_co, conv,
+    );
+
+    let staged_len = comptime!((SLICE_POSITIONS * STAGED_RUNS) as usize);
+    let mut grads = SharedMemory::<Vector<S, V>>::new_aligned(staged_len, FRAGMENT_ALIGN);
+    let mut patches = SharedMemory::<Vector<S, V>>::new_aligned(staged_len, FRAGMENT_ALIGN);
+    let mut finished = SharedMemory::<F>::new_aligned(
+        comptime!((TILE_SIDE * FINISHED_ROW) as usize),
+        FRAGMENT_ALIGN,
+    );
+
+    // This warp's block: filters from `warp_co`, depths from `warp_k`.
+    let warp = UNIT_POS / PLANE_DIM;
+    let warp_co = (warp % PRODUCT_ROWS) * PRODUCT_SIDE;
+    let warp_k = (warp / PRODUCT_ROWS) * WARP_DEPTHS;
+    let mut sums = mma_accumulators::<F>(WARP_MMA_COLUMNS);
+
+    let bias_loader = with_bias && CUBE_POS_X == 0;
+    let mut bias_sums = Array::<F>::new(RUN as usize);
+    #[unroll]
+    for j in 0..RUN as usize {
+        bias_sums[j] = F::new(0.0);
+    }
+
+    // The next slice's values, loaded during this slice's products.
+    let mut next = Array::<Vector<S, V>>::new(2usize);
+    loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, &grid, conv);
+    let staged_at = (loads.slot * STAGED_RUNS + loads.run) as usize;
+    let mut first = loads.begin;
+    while first < loads.end {
+        grads[staged_at] = next[0];
+        patches[staged_at] = next[1];
+        if bias_loader {
+            #[unroll]
+            for j in 0..RUN as usize {
+                bias_sums[j] += F::cast_from(next[0][j]);
+            }
+        }
+        sync_cube();
+        first += SLICE_POSITIONS as usize;
+        if first < loads.end {
+            loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, &grid, conv);
+        }
+        mma_slice::<F, S, Vector<S, V>>(&grads, &patches, &mut sums, warp_co, warp_k, RUN);
+        sync_cube();
+    }
+
+    // The finished tile, row-major: filter co's depth k is co · FINISHED_ROW + k.
+    store_mma_sums::<F, S>(
+        &sums,
+        &mut finished,
+        warp_co * FINISHED_ROW + warp_k,
+        FINISHED_ROW,
+        1u32,
+        1u32,
+        WARP_MMA_COLUMNS,
+    );
+    sync_cube();
+    // Adjacent units write a filter's adjacent depths, each at its (channel, tap) place.
+    let taps = comptime!((conv.size_h * conv.size_w) as usize);
+    let channels = grid.depth / taps;
+    for l in 0..comptime!(TILE_SIDE * TILE_SIDE / CUBE_UNITS) {
+        let at = UNIT_POS + l * CUBE_UNITS;
+        let co = first_co + (at / TILE_SIDE) as usize;
+        let k = first_k + (at % TILE_SIDE) as usize;
+        if co < grid.c_out && k < grid.depth {
+            let value = finished[((at / TILE_SIDE) * FINISHED_ROW + at % TILE_SIDE) as usize];
+            partials[partials_row(&grid, co) + (k % channels) * taps + k / channels] = value;
+        }
+    }
+
+    // The bias: each loader's sums over its position slot, added up over the slots in
+    // shared memory (the products are done with `finished`).
+    if bias_loader {
+        sync_cube();
+        #[unroll]
+        for j in 0..RUN {
+            finished[(loads.slot * TILE_SIDE + loads.run * RUN + j) as usize] =
+                bias_sums[j as usize];
+        }
+        sync_cube();
+        if UNIT_POS < TILE_SIDE {
+            let co = first_co + UNIT_POS as usize;
+            let mut bias = F::new(0.0);
+            for s in 0..SLICE_POSITIONS {
+                bias += finished[(s * TILE_SIDE + UNIT_POS) as usize];
+            }
+            if co < grid.c_out {
+                partials[partials_row(&grid, co) + grid.depth] = bias;
+            }
+        }
+    }
+}
+
+/// Where filter `co`'s partial sums of this split start in `partials`.
+#[cube]
+fn partials_row(grid: &PositionGrid, co: usize) -> usize {
+    (CUBE_POS_Z as usize * grid.c_out + co) * (grid.depth + 1)
+}
+
+/// What a unit loads of each slice: position `slot` of the slice, and run `run` of the
+/// tile's filters (the gradient) and of its depths (the patch). The depth run's tap and
+/// channel run are fixed for the whole walk; the position is stepped from slice to slice,
+/// carried along its row and down its image instead of divided.
+#[derive(CubeType)]
+struct PositionLoads {
+    slot: u32,
+    run: u32,
+    /// The split's positions, [begin, end).
+    begin: usize,
+    end: usize,
+    /// The unit's position: its index, image, row and column.
+    position: usize,
+    image: usize,
+    row: u32,
+    col: u32,
+    /// The gradient's run (from its position's first), if inside the filters, and the
+    /// gradient map's padding before its first position.
+    grad_run: usize,
+    grad_pad_h: u32,
+    grad_pad_w: u32,
+    grad_active: bool,
+    /// The patch run's offset from the patch's first value, if inside the depth.
+    patch_offset: usize,
+    patch_active: bool,
+}
+
+#[cube]
+impl PositionLoads {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        x_map: &ChannelsLast,
+        grad_map: &ChannelsLast,
+        grad_pad_h: u32,
+        grad_pad_w: u32,
+        grid: &PositionGrid,
+        first_k: usize,
+        first_co: usize,
+        #[comptime] conv: Window,
+    ) -> PositionLoads {
+        let slot = UNIT_POS / TILE_RUNS;
+        let run = UNIT_POS % TILE_RUNS;
+        let begin = CUBE_POS_Z as usize * grid.per_split;
+        let mut end = begin + grid.per_split;
+        if end > grid.positions {
+            end = grid.positions;
+        }
+        let position = begin + slot as usize;
+        let plane = (grid.rows * grid.cols) as usize;
+        let in_plane = (position % plane) as u32;
+        let grad_run = first_co / RUN as usize + run as usize;
+        let grad_active = grad_run < grad_map.channel_runs as usize;
+        let depth_run = (first_k / RUN as usize) as u32 + run;
+        let tap = depth_run / x_map.channel_runs;
+        let tap_h = tap / conv.size_w;
+        let tap_w = tap % conv.size_w;
+        let patch_offset = ((tap_h * x_map.cols + tap_w) * x_map.channel_runs
+            + depth_run % x_map.channel_runs) as usize;
+        PositionLoads {
+            slot,
+            run,
+            begin,
+            end,
+            position,
+            image: position / plane,
+            row: in_plane / grid.cols,
+            col: in_plane % grid.cols,
+            grad_run,
+            grad_pad_h,
+            grad_pad_w,
+            grad_active,
+            patch_offset,
+            patch_active: tap < comptime!(conv.size_h * conv.size_w),
+        }
+    }
+
+    /// The unit's gradient and patch runs of its position into `next` (zeros past the
+    /// split, the filters or the depth), then on by a slice.
+    #[allow(clippy::too_many_arguments)]
+    fn load_next<S: Float, V: Size>(
+        &mut self,
+        x: &Array<Vector<S, V>>,
+        grad: &Array<Vector<S, V>>,
+        next: &mut Array<Vector<S, V>>,
+        x_map: &ChannelsLast,
+        grad_map: &ChannelsLast,
+        grid: &PositionGrid,
+        #[comptime] conv: Window,
+    ) {
+        let inside = self.position < self.end;
+        let mut dy = Vector::<S, V>::new(S::new(0.0));
+        if inside && self.grad_active {
+            dy = grad[position_at(
+                grad_map,
+                self.image,
+                self.row + self.grad_pad_h,
+                self.col + self.grad_pad_w,
+            ) + self.grad_run];
+        }
+        let mut patch = Vector::<S, V>::new(S::new(0.0));
+        if inside && self.patch_active {
+            let top = self.row * conv.stride_h;
+            let left = self.col * conv.stride_w;
+            patch = x[position_at(x_map, self.image, top, left) + self.patch_offset];
+        }
+        next[0] = dy;
+        next[1] = patch;
+        self.position += SLICE_POSITIONS as usize;
+        self.col += SLICE_POSITIONS;
+        while self.col >= grid.cols {
+            self.col -= grid.cols;
+            self.row += 1;
+            if self.row == grid.rows {
+                self.row = 0;
+                self.image += 1;
+            }
+        }
+    }
+}
+
+/// Where position (`row`, `col`) of image `n` starts in the channels-last `map`, in runs.
+#[cube]
+fn position_at(map: &ChannelsLast, n: usize, row: u32, col: u32) -> usize {
+    ((n * map.rows as usize + row as usize) * map.cols as usize + col as usize)
+        * map.channel_runs as usize
+}
