@@ -92,7 +92,7 @@ pub enum DataError {
     },
     #[error("{} has no data rows", path.display())]
     CsvEmpty { path: PathBuf },
-    /// A cache of decoded images that could not be saved.
+    /// A file that could not be written: a cache of decoded images, a CSV.
     #[error(transparent)]
     Write(#[from] WriteError),
 }

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::DataError;
-use crate::atomic_file::{WriteError, write_atomically_with};
+use crate::atomic_file::write_atomically_with;
 
 /// A row-major block of `f32` values with named columns.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,7 +180,7 @@ pub fn write_csv_atomically(
         write(&mut writer)?;
         writer.flush()
     })
-    .map_err(|WriteError { path, source }| DataError::Io { path, source })
+    .map_err(DataError::from)
 }
 
 /// Refuses `path` as the output of predictions whose header ends with `columns` unless it
@@ -221,5 +221,21 @@ fn parse_value(field: &[u8]) -> Result<f32, String> {
         Ok(v) if v.is_finite() => Ok(v),
         Ok(_) => Err(format!("`{text}` is not a finite number")),
         Err(_) => Err(format!("`{text}` is not a number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_csv_atomically;
+
+    #[test]
+    fn a_failed_write_says_it_could_not_write_and_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing-folder").join("out.csv");
+        let error = write_csv_atomically(&path, |writer| writer.write_record(["x"])).unwrap_err();
+        let line = error.to_string();
+        assert!(line.starts_with("cannot write "), "{line}");
+        assert!(line.contains("out.csv"), "{line}");
+        assert!(!path.exists());
     }
 }
