@@ -1,6 +1,7 @@
 //! The bf16 weight and bias gradients of [`super::gemm_weight_grad_tensor_cores`] on
-//! channels-last operands ([`super::channels_last`]): the conv output's gradient as
-//! [position][filter] runs and the padded input as [image][row][column][channel] runs.
+//! channels-last operands ([`super::channels_last`]): the conv output's gradient (the copy
+//! the input gradient's GEMM reads, padded for it) and the padded input, both as
+//! [image][row][column][channel] runs.
 //!
 //! Why: the tensor-core kernel gathers each staged value on its own from the NCHW maps,
 //! decoding the pool's argmax for the gradient, and issued about 45 instructions for each
@@ -54,11 +55,11 @@ pub struct PositionGrid {
 }
 
 /// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile of filters from
-/// CUBE_POS_Y · 64 and depths from CUBE_POS_X · 64 (see the module's notes): `grad` is the
-/// conv output's gradient channels-last (sizes `grad_map`, conv position (r, c) at (r +
-/// `grad_pad_h`, c + `grad_pad_w`): the copy the input gradient reads), `x` the input as a
-/// padded map of sizes `x_map` (covering every patch), `partials` the [splits, C_out, depth + 1] sums with the
-/// bias last. Launched with [`CUBE_UNITS`] units per cube and vectors of [`RUN`].
+/// CUBE_POS_Y · 64 and depths from CUBE_POS_X · 64 (see the module's notes). `grad` is the
+/// conv output's gradient channels-last, of sizes `grad_map`, conv position (r, c) at (r +
+/// `grad_pad_h`, c + `grad_pad_w`); `x` the input as a padded map of sizes `x_map` covering
+/// every patch; `partials` the [splits, C_out, depth + 1] sums with the bias last. Launched
+/// with [`CUBE_UNITS`] units per cube and vectors of [`RUN`].
 #[cube(launch_unchecked)]
 pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
     x: &Array<Vector<S, V>>,
