@@ -79,10 +79,12 @@ impl ConvCase {
     }
 
     /// A layer whose implicit GEMM is too long for one wave of the short tile on GPUs of up
-    /// to 216 SMs (10,368 quads × 128 filters: 648 cubes of 128 × 64, more than three an
-    /// SM), so that a GPU runs the wide tile rather than the short one its small cases get.
+    /// to 270 SMs (12,960 quads × 128 filters: 810 cubes of 128 × 64, more than three an
+    /// SM), so that a GPU runs the wide tile rather than the short one its small cases get;
+    /// in bf16, on GPUs of up to 135 SMs, the tall channels-last tile (406 cubes of 256 × 64)
+    /// in the forward.
     pub fn large_grid() -> Self {
-        Self::layer(8, [16, 128], 72, 3, 1)
+        Self::layer(10, [16, 128], 72, 3, 1)
     }
 
     /// LeNet's second layer (whose input gradient has 32 columns) and the CIFAR-shaped

@@ -64,6 +64,8 @@ const SHORT_CUBES_PER_SM: usize = 3;
 /// (Nsight Compute, H100: 80 a unit for 3×3 filters, three cubes of 256 units; 102 for
 /// LeNet's 5×5, two): the split count fills whole waves of either.
 const WEIGHT_GRAD_CUBES_PER_SM: [usize; 2] = [2, 3];
+/// Fewest cubes an SM of the tall channels-last tiles' grid (see [`channels_last_tile`]).
+const TALL_CUBES_PER_SM: usize = 3;
 /// SMs assumed on runtimes that do not report their count.
 const SMS_UNKNOWN: usize = 64;
 /// A split count within this many percent of the best one's time counts as equal.
@@ -125,6 +127,29 @@ fn tensor_tile(cols: usize) -> TensorTile {
     }
 }
 
+/// The tile of the channels-last GEMM of `rows` rows and `cols` columns on `client`:
+/// [`TensorTile::TALL`] (warps of 64 × 32) for more than 32 columns where its grid still
+/// holds [`TALL_CUBES_PER_SM`] cubes an SM, else [`tensor_tile`]'s. The GEMMs were bound by
+/// the L1 pipe (85%, Nsight Compute, H200) with warps of 32 × 32, whose matrix loads take
+/// 256 bytes a product against 192; the tall tile took the CIFAR-shaped forward and
+/// input-gradient products at b512 from 457 to 402 µs a step, but LeNet's forward at b512
+/// (196 tall cubes, 162 registers, one cube an SM) from 82 to 101, and its b1000 step (383
+/// tall cubes) lost about 5%.
+fn channels_last_tile<R: CubeRuntime>(
+    rows: usize,
+    cols: usize,
+    client: &ComputeClient<R>,
+) -> TensorTile {
+    let tall = TensorTile::TALL;
+    let sms = sm_count(client).unwrap_or(SMS_UNKNOWN);
+    let tall_cubes = rows.div_ceil(tall.rows() as usize) * cols.div_ceil(tall.columns() as usize);
+    if cols > TensorTile::NARROW.columns() as usize && tall_cubes >= TALL_CUBES_PER_SM * sms {
+        tall
+    } else {
+        tensor_tile(cols)
+    }
+}
+
 /// Launches `gemm` as [`conv_gemm`], or at [`Precision::Tf32`] or [`Precision::Bf16`] where
 /// the runtime has matrix units for it as [`conv_gemm_tensor_cores`] — in bf16 as
 /// [`conv_gemm_channels_last`] where `src`'s channels come in runs of [`RUN`].
@@ -139,7 +164,7 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
         let size = channels_last_size(gemm.quads, gemm.window);
         let padding = [gemm.window.pad_h, gemm.window.pad_w];
         let copy = channels_last_copy::<R, F>(&src, size, padding);
-        return launch_channels_last::<R, F>(&copy, gemm, tensor_tile(cols));
+        return launch_channels_last::<R, F>(&copy, gemm);
     }
     let GemmLaunch {
         weight,
@@ -213,18 +238,19 @@ fn channels_last_size(quads: [usize; 2], window: Window) -> [usize; 2] {
     ]
 }
 
-/// [`conv_gemm_channels_last`] of `gemm` over `tile`s, on `copy` (the map channels-last,
-/// from [`channels_last_copy`] with the sizes of [`channels_last_size`]), after copying the
-/// filters into the layout it reads ([`filters_channels_last`]): their columns to whole
-/// tiles and their depth to whole slices.
+/// [`conv_gemm_channels_last`] of `gemm` over [`channels_last_tile`]s, on `copy` (the map
+/// channels-last, from [`channels_last_copy`] with the sizes of [`channels_last_size`]),
+/// after copying the filters into the layout it reads ([`filters_channels_last`]): their
+/// columns to whole tiles and their depth to whole slices.
 fn launch_channels_last<R: CubeRuntime, F: FloatElement>(
     copy: &CubeTensor<R>,
     gemm: GemmLaunch<'_, R>,
-    tile: TensorTile,
 ) {
     let window = &gemm.window;
     let [batch, _, _, channels] = dims4(copy);
     let [_, cols, _, _] = dims4(gemm.output);
+    let quads = batch * gemm.quads[0] * gemm.quads[1];
+    let tile = channels_last_tile(4 * quads, cols, &copy.client);
     let run = RUN as usize;
     let depth = channels * (window.size_h * window.size_w) as usize;
     let depth_runs = depth.next_multiple_of(SLICE_DEPTH as usize) / run;
@@ -246,7 +272,7 @@ fn launch_channels_last<R: CubeRuntime, F: FloatElement>(
         gemm.transposed,
     ));
     let count = CubeCount::Static(
-        (batch * gemm.quads[0] * gemm.quads[1]).div_ceil(tile.quads() as usize) as u32,
+        quads.div_ceil(tile.quads() as usize) as u32,
         cols.div_ceil(tile.columns() as usize) as u32,
         1,
     );
@@ -461,8 +487,7 @@ pub(crate) fn input_grad_channels_last<R: CubeRuntime, F: FloatElement>(
 ) -> CubeTensor<R> {
     let x_grad = empty_like(&operands.x, operands.x_dims, F::dtype());
     let gemm = input_grad_launch(operands, &x_grad, window);
-    let tile = tensor_tile(operands.x_dims[1]);
-    launch_channels_last::<R, F>(&conv_grad.map, gemm, tile);
+    launch_channels_last::<R, F>(&conv_grad.map, gemm);
     x_grad
 }
 
@@ -523,14 +548,20 @@ pub(crate) fn conv_grad_channels_last<R: CubeRuntime, F: FloatElement>(
     ChannelsLastGrad { map, padding }
 }
 
-/// Whether the weight gradient of `operands` runs as a GEMM: multi-channel, and with a
-/// pooled gradient (`routed`) only under the 2×2 stride-2 pool whose windows are quads.
-pub(crate) fn weight_grad_applies<R: CubeRuntime>(
+/// Whether the weight gradient of `operands` runs as a GEMM: multi-channel, or in bf16
+/// where the forward does (a first layer of 3 × 3×3 terms, CIFAR-shaped b512 on an H200: 87
+/// µs against the direct kernel's 163; in TF32 LeNet's first layer took its b1000 step 1.72
+/// → 1.88 ms); with a pooled gradient (`routed`) only under the 2×2 stride-2 pool whose
+/// windows are quads.
+pub(crate) fn weight_grad_applies<R: CubeRuntime, F: FloatElement>(
     operands: &ConvOperands<R>,
     routed: bool,
     pool: Window,
 ) -> bool {
-    operands.x_dims[1] >= MIN_CHANNELS && (!routed || pools_in_quads(pool))
+    let in_bf16 = tensor_core_operands(operands.precision, F::dtype(), &operands.x.client)
+        == Some(Precision::Bf16);
+    (operands.x_dims[1] >= MIN_CHANNELS || in_bf16 && forward_applies(operands))
+        && (!routed || pools_in_quads(pool))
 }
 
 /// The weight gradient's partial sums (with the weight and bias gradient buffers, see

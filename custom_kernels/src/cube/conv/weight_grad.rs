@@ -41,7 +41,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
         pool: Window,
         with_bias: bool,
     ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
-        let buffers = if gemm::weight_grad_applies(self, argmax.is_some(), pool) {
+        let buffers = if gemm::weight_grad_applies::<R, F>(self, argmax.is_some(), pool) {
             gemm::weight_grad_partials::<R, F>(self, grad, argmax, with_bias)
         } else {
             self.weight_grad_partials::<F>(grad, argmax, pool, with_bias)

@@ -21,7 +21,8 @@ use super::channels_last::ChannelsLast;
 use super::gemm::CUBE_UNITS;
 use super::gemm_tensor_cores::{
     BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, SLICE_DEPTH, TensorTile, Two,
-    WARP_MMA_COLUMNS, WARP_PRODUCTS, bf16_mma, mma_accumulators, store_mma_sums, write_finished,
+    WARP_MMA_COLUMNS, WARP_PRODUCTS, bf16_mma, lane_of_unit, mma_accumulators, store_mma_sums,
+    warp_of_unit, write_finished,
 };
 use crate::kernels::geometry::{Nchw, Window};
 
@@ -30,6 +31,14 @@ use crate::kernels::geometry::{Nchw, Window};
 pub const RUN: u32 = 8;
 /// Runs across a slice's depth.
 pub const SLICE_RUNS: u32 = SLICE_DEPTH / RUN;
+/// Runs a 16-deep `mma` step reads of each row.
+const STEP_RUNS: u32 = BF16_PRODUCT_DEPTH / RUN;
+
+/// A run held in registers between its load and its staging: its 16 bytes as four 32-bit
+/// words. Held as eight bf16, a run was moved and zeroed half a register at a time: byte
+/// permutes were a fifth of the forward's instructions and a sixth of the weight
+/// gradient's (Nsight Compute, H200).
+pub(crate) type RunBits = Vector<u32, Const<4>>;
 
 /// The convolution (+ bias) over the cube's `tile`, as [`super::gemm_tensor_cores`]'s, of
 /// `src` (a padded channels-last map of sizes `src_map`) with `filters` ([column][depth]
@@ -56,8 +65,6 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
 ) {
     let first_quad = CUBE_POS_X as usize * comptime!(tile.quads() as usize);
     let first_col = CUBE_POS_Y as usize * comptime!(tile.columns() as usize);
-    let unit = UNIT_POS;
-
     let mut loads = UnitLoads::new(
         &src_map, first_quad, first_col, quads_h, quads_w, depth_runs, conv, tile,
     );
@@ -68,15 +75,16 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
     let mut finished =
         SharedMemory::<F>::new_aligned(comptime!(tile.finished_floats() as usize), FRAGMENT_ALIGN);
 
-    // This warp's 32 × 32 block of the tile: rows from `warp_row`, columns from `warp_col`.
-    let warp = unit / PLANE_DIM;
-    let warp_row = (warp / comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
+    // This warp's block of the tile: rows from `warp_row`, columns from `warp_col`.
+    let warp = warp_of_unit();
+    let warp_row = (warp / comptime!(tile.warps_across)) * comptime!(tile.warp_rows());
     let warp_col = (warp % comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
-    let mut sums = mma_accumulators::<F>(comptime!(WARP_PRODUCTS * WARP_MMA_COLUMNS));
+    let mut sums = mma_accumulators::<F>(comptime!(tile.warp_row_blocks * WARP_MMA_COLUMNS));
+    let starts = SwizzledStarts::of_this_lane(warp_row, warp_col, tile);
 
     // The next slice's values, loaded during this slice's products: the unit's rows, then
     // its filter run.
-    let mut next = Array::<Vector<S, V>>::new(comptime!(row_loads(tile) + 1));
+    let mut next = Array::<RunBits>::new(comptime!(row_loads(tile) + 1));
     loads.load_next::<S, V>(src, filters, &mut next, &src_map, conv, tile);
     let slices = depth_runs / SLICE_RUNS;
     for slice in 0..slices {
@@ -85,7 +93,7 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
         if slice + 1 < slices {
             loads.load_next::<S, V>(src, filters, &mut next, &src_map, conv, tile);
         }
-        mma_slice::<F, S, V>(&staged, &mut sums, warp_row, warp_col, tile);
+        mma_slice::<F, S, V>(&staged, &mut sums, &starts, tile);
         sync_cube();
     }
 
@@ -96,7 +104,7 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
         warp_col * rows_floats + warp_row,
         1u32,
         rows_floats,
-        WARP_PRODUCTS,
+        comptime!(tile.warp_row_blocks),
         WARP_MMA_COLUMNS,
     );
     sync_cube();
@@ -202,7 +210,7 @@ impl UnitLoads {
         &mut self,
         src: &Array<Vector<S, V>>,
         filters: &Array<Vector<S, V>>,
-        next: &mut Array<Vector<S, V>>,
+        next: &mut Array<RunBits>,
         src_map: &ChannelsLast,
         #[comptime] conv: Window,
         #[comptime] tile: TensorTile,
@@ -214,14 +222,14 @@ impl UnitLoads {
             ((tap_h * src_map.cols + tap_w) * src_map.channel_runs + self.channel_run) as usize;
         #[unroll]
         for l in 0..comptime!(row_loads(tile)) {
-            let mut values = Vector::<S, V>::new(S::new(0.0));
+            let mut values = RunBits::new(0u32);
             if in_depth {
-                values = src[self.rows_at[l] + offset];
+                values = RunBits::reinterpret(src[self.rows_at[l] + offset]);
             }
             next[l] = values;
         }
         if self.loads_filter(tile) {
-            next[comptime!(row_loads(tile))] = filters[self.filter_at];
+            next[comptime!(row_loads(tile))] = RunBits::reinterpret(filters[self.filter_at]);
         }
         self.filter_at += SLICE_RUNS as usize;
         self.channel_run += SLICE_RUNS;
@@ -234,18 +242,18 @@ impl UnitLoads {
     /// The loaded values into their places in `staged` (rows, then filters).
     fn stage<S: Float, V: Size>(
         &self,
-        next: &Array<Vector<S, V>>,
+        next: &Array<RunBits>,
         staged: &mut SharedMemory<Vector<S, V>>,
         #[comptime] tile: TensorTile,
     ) {
         #[unroll]
         for l in 0..comptime!(row_loads(tile)) {
             let row = self.first_row + l as u32 * comptime!(CUBE_UNITS / SLICE_RUNS);
-            staged[swizzled(row, self.run) as usize] = next[l];
+            staged[swizzled(row, self.run) as usize] = Vector::<S, V>::reinterpret(next[l]);
         }
         if self.loads_filter(tile) {
             let at = comptime!(tile.rows() * SLICE_RUNS) + swizzled(self.first_row, self.run);
-            staged[at as usize] = next[comptime!(row_loads(tile))];
+            staged[at as usize] = Vector::<S, V>::reinterpret(next[comptime!(row_loads(tile))]);
         }
     }
 }
@@ -256,35 +264,61 @@ fn swizzled(row: u32, run: u32) -> u32 {
     row * SLICE_RUNS + (run ^ ((row / 2) % SLICE_RUNS))
 }
 
-/// This warp's products of one staged slice through `ldmatrix` (no transpose) and
-/// `mma.m16n8k16`, into `sums` (row block-major): for each 16-deep step, its
-/// [`WARP_PRODUCTS`] row blocks of 16 times its [`WARP_MMA_COLUMNS`] column blocks of 8.
+/// Where this lane's `ldmatrix` runs start in the staging, for each 16-deep step of a
+/// slice: the A operand's at its first row block, the B operand's at its first column
+/// block; the other blocks lie whole rows further, at the same swizzle. Worked out once
+/// before the slices: inside them the compiler recomputed them in every slice (Nsight
+/// Compute, H200).
+///
 /// In an A load, lane l names row l mod 8 of block (l / 8) mod 2 at the step's run l / 16
 /// (the four 8 × 8 blocks in the order of the operand's registers); in a B load, lanes 0–15
-/// name column l mod 8 at run (l / 8) mod 2, and lanes 16–31 valid addresses only.
+/// name column l mod 8 at run (l / 8) mod 2, and lanes 16–31 valid addresses only. The
+/// warp's rows and columns start at multiples of 16 and 32, and blocks lie 16 rows or 8
+/// columns apart, so a run's swizzle depends on the lane alone.
+#[derive(CubeType)]
+struct SwizzledStarts {
+    patches: Array<u32>,
+    filters: Array<u32>,
+}
+
+#[cube]
+impl SwizzledStarts {
+    fn of_this_lane(warp_row: u32, warp_col: u32, #[comptime] tile: TensorTile) -> SwizzledStarts {
+        let lane = lane_of_unit();
+        let a_row = warp_row + lane % 8 + 8 * ((lane / 8) % 2);
+        let b_column = warp_col + lane % 8;
+        let steps = comptime!((SLICE_DEPTH / BF16_PRODUCT_DEPTH) as usize);
+        let mut patches = Array::<u32>::new(steps);
+        let mut filters = Array::<u32>::new(steps);
+        #[unroll]
+        for step in 0..steps {
+            let first_run = step as u32 * STEP_RUNS;
+            patches[step] = swizzled(a_row, first_run + lane / 16);
+            filters[step] = comptime!(tile.rows() * SLICE_RUNS)
+                + swizzled(b_column, first_run + (lane / 8) % 2);
+        }
+        SwizzledStarts { patches, filters }
+    }
+}
+
+/// This warp's products of one staged slice through `ldmatrix` (no transpose) and
+/// `mma.m16n8k16`, into `sums` (row block-major): for each 16-deep step, its
+/// row blocks of 16 times its [`WARP_MMA_COLUMNS`] column blocks of 8, the lane's runs
+/// from `starts`.
 #[cube]
 fn mma_slice<F: Float, S: Float, V: Size>(
     staged: &SharedMemory<Vector<S, V>>,
     sums: &mut Sequence<Array<Vector<F, Two>>>,
-    warp_row: u32,
-    warp_col: u32,
+    starts: &SwizzledStarts,
     #[comptime] tile: TensorTile,
 ) {
     let mma = bf16_mma::<F, S>();
-    let filters_at = comptime!(tile.rows() * SLICE_RUNS);
-    let lane = UNIT_POS_PLANE;
-    let a_row = lane % 8 + 8 * ((lane / 8) % 2);
-    let a_run = lane / 16;
-    let b_column = lane % 8;
-    let b_run = (lane / 8) % 2;
-    let step_runs = comptime!(BF16_PRODUCT_DEPTH / RUN);
     #[unroll]
-    for step in 0..comptime!(SLICE_DEPTH / BF16_PRODUCT_DEPTH) {
-        let first_run = step * step_runs;
+    for step in 0..comptime!((SLICE_DEPTH / BF16_PRODUCT_DEPTH) as usize) {
         let mut patches = Sequence::<Array<Vector<S, Two>>>::new();
         #[unroll]
-        for i in 0..WARP_PRODUCTS {
-            let at = swizzled(warp_row + i * PRODUCT_SIDE + a_row, first_run + a_run) as usize;
+        for i in 0..tile.warp_row_blocks {
+            let at = (starts.patches[step] + comptime!(i * PRODUCT_SIDE * SLICE_RUNS)) as usize;
             patches.push(mma.load_matrix::<Vector<S, V>, Two>(
                 &staged.slice(at, at + 1usize),
                 cmma::MatrixIdent::A,
@@ -294,8 +328,7 @@ fn mma_slice<F: Float, S: Float, V: Size>(
         }
         #[unroll]
         for j in 0..WARP_MMA_COLUMNS {
-            let column = warp_col + j * MMA_COLUMNS + b_column;
-            let at = (filters_at + swizzled(column, first_run + b_run)) as usize;
+            let at = (starts.filters[step] + comptime!(j * MMA_COLUMNS * SLICE_RUNS)) as usize;
             let filters = mma.load_matrix::<Vector<S, V>, Two>(
                 &staged.slice(at, at + 1usize),
                 cmma::MatrixIdent::B,
@@ -303,7 +336,7 @@ fn mma_slice<F: Float, S: Float, V: Size>(
                 false,
             );
             #[unroll]
-            for i in 0..WARP_PRODUCTS {
+            for i in 0..tile.warp_row_blocks {
                 mma.execute_inplace(
                     patches.index(comptime!(i as usize)),
                     &filters,

@@ -57,6 +57,9 @@ pub(crate) const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLU
 
 /// Two adjacent values: a register of two bf16 operands, or two of an `mma`'s fp32 sums.
 pub(crate) type Two = Const<2>;
+/// Lanes of a CUDA warp: the matrix instructions' unit of work, fixed on every GPU with
+/// matrix units that these kernels run on.
+pub(crate) const WARP_LANES: u32 = 32;
 /// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
 pub const FRAGMENT_ALIGN: usize = 32;
 /// Vectors (of 4) padding each staged row: a matrix load reads 8 adjacent values at each
@@ -64,26 +67,46 @@ pub const FRAGMENT_ALIGN: usize = 32;
 /// Compute, H100, unpadded: the L1/shared pipe at 85%, the tensor pipe mostly idle).
 const ROW_PAD: u32 = 2;
 
-/// A tile's shape: how many warps (of 32 × 32 outputs each) sit side by side along the
-/// columns; the others sit below them along the rows.
+/// A tile's shape: how many warps sit side by side along the columns (the others sit
+/// below them along the rows), and how many blocks of 16 rows each warp's block has (its
+/// columns are [`WARP_PRODUCTS`] blocks of 16).
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct TensorTile {
     pub warps_across: u32,
+    pub warp_row_blocks: u32,
 }
 
 impl TensorTile {
-    /// 128 rows × 64 columns.
-    pub const WIDE: TensorTile = TensorTile { warps_across: 2 };
+    /// 128 rows × 64 columns, warps of 32 × 32.
+    pub const WIDE: TensorTile = TensorTile {
+        warps_across: 2,
+        warp_row_blocks: WARP_PRODUCTS,
+    };
     /// 256 rows × 32 columns, for GEMMs of at most 32 columns.
-    pub const NARROW: TensorTile = TensorTile { warps_across: 1 };
+    pub const NARROW: TensorTile = TensorTile {
+        warps_across: 1,
+        warp_row_blocks: WARP_PRODUCTS,
+    };
+    /// 256 rows × 64 columns, warps of 64 × 32, for the channels-last kernel
+    /// ([`super::gemm_channels_last`]; this module's kernels take the tiles above): each
+    /// column block's matrix load then serves four `mma`s instead of two.
+    pub const TALL: TensorTile = TensorTile {
+        warps_across: 2,
+        warp_row_blocks: 2 * WARP_PRODUCTS,
+    };
 
     pub(crate) fn warps_down(self) -> u32 {
         WARPS / self.warps_across
     }
 
+    /// Rows per warp's block.
+    pub(crate) fn warp_rows(self) -> u32 {
+        self.warp_row_blocks * PRODUCT_SIDE
+    }
+
     /// Rows per tile.
     pub(crate) fn rows(self) -> u32 {
-        self.warps_down() * WARP_PRODUCTS * PRODUCT_SIDE
+        self.warps_down() * self.warp_rows()
     }
 
     /// Quads (of four rows) per tile.
@@ -441,6 +464,20 @@ pub(crate) fn bf16_mma<F: Float, S: Float>() -> cmma::MmaDefinition<S, S, F> {
     )
 }
 
+/// This unit's warp in a cube of one dimension.
+#[cube]
+pub(crate) fn warp_of_unit() -> u32 {
+    UNIT_POS_X / WARP_LANES
+}
+
+/// This unit's lane in its warp, in a cube of one dimension. Why not `UNIT_POS_PLANE`: on
+/// CUDA that is the absolute position modulo the runtime's warp size, a division that the
+/// compiler redid in every slice of the products (Nsight Compute, H200).
+#[cube]
+pub(crate) fn lane_of_unit() -> u32 {
+    UNIT_POS_X % WARP_LANES
+}
+
 /// Which 16-byte run of a transposed (depth-major) staging this lane names in the
 /// `ldmatrix .trans` loads of one 16-deep `mma` step. The A operand is four 8 × 8 blocks in
 /// one load: depths 0–7 of rows 0–7, then of rows 8–15, then depths 8–15 of each, the order
@@ -456,7 +493,7 @@ pub(crate) struct LdmatrixRuns {
 #[cube]
 impl LdmatrixRuns {
     pub(crate) fn of_this_lane() -> LdmatrixRuns {
-        let lane = UNIT_POS_PLANE;
+        let lane = lane_of_unit();
         LdmatrixRuns {
             a_depth: lane % 8 + 8 * (lane / 16),
             a_row: 8 * ((lane / 8) % 2),
@@ -556,7 +593,7 @@ pub(crate) fn store_mma_sums<F: Float, S: Float>(
     #[comptime] column_blocks: u32,
 ) {
     let mma = bf16_mma::<F, S>();
-    let lane = UNIT_POS_PLANE;
+    let lane = lane_of_unit();
     #[unroll]
     for i in 0..row_blocks {
         #[unroll]

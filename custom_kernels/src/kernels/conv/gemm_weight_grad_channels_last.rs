@@ -23,13 +23,14 @@ use cubecl::prelude::*;
 
 use super::channels_last::ChannelsLast;
 use super::gemm::CUBE_UNITS;
-use super::gemm_channels_last::RUN;
+use super::gemm_channels_last::{RUN, RunBits};
 use super::gemm_tensor_cores::{
-    FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, mma_accumulators, store_mma_sums,
+    FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, mma_accumulators, store_mma_sums, warp_of_unit,
 };
 use super::gemm_weight_grad::TILE_SIDE;
 use super::gemm_weight_grad_tensor_cores::{
-    FINISHED_ROW, PRODUCT_ROWS, SLICE_POSITIONS, STAGED_ROW, WARP_MMA_COLUMNS, mma_slice,
+    FINISHED_ROW, PRODUCT_ROWS, SLICE_POSITIONS, STAGED_ROW, StagedStarts, WARP_MMA_COLUMNS,
+    mma_slice,
 };
 use crate::kernels::geometry::Window;
 
@@ -88,10 +89,11 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
     );
 
     // This warp's block: filters from `warp_co`, depths from `warp_k`.
-    let warp = UNIT_POS / PLANE_DIM;
+    let warp = warp_of_unit();
     let warp_co = (warp % PRODUCT_ROWS) * PRODUCT_SIDE;
     let warp_k = (warp / PRODUCT_ROWS) * WARP_DEPTHS;
     let mut sums = mma_accumulators::<F>(WARP_MMA_COLUMNS);
+    let starts = StagedStarts::of_this_lane(warp_co, warp_k, RUN);
 
     let bias_loader = with_bias && CUBE_POS_X == 0;
     let mut bias_sums = Array::<F>::new(RUN as usize);
@@ -101,25 +103,29 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
     }
 
     // The next slice's values, loaded during this slice's products.
-    let mut next = Array::<Vector<S, V>>::new(2usize);
-    loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, &grid, conv);
+    let mut next = PositionRuns {
+        grad: RunBits::new(0u32),
+        patch: RunBits::new(0u32),
+    };
+    loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, conv);
     let staged_at = (loads.slot * STAGED_RUNS + loads.run) as usize;
     let mut first = loads.begin;
     while first < loads.end {
-        grads[staged_at] = next[0];
-        patches[staged_at] = next[1];
+        let dy = Vector::<S, V>::reinterpret(next.grad);
+        grads[staged_at] = dy;
+        patches[staged_at] = Vector::<S, V>::reinterpret(next.patch);
         if bias_loader {
             #[unroll]
             for j in 0..RUN as usize {
-                bias_sums[j] += F::cast_from(next[0][j]);
+                bias_sums[j] += F::cast_from(dy[j]);
             }
         }
         sync_cube();
         first += SLICE_POSITIONS as usize;
         if first < loads.end {
-            loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, &grid, conv);
+            loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, conv);
         }
-        mma_slice::<F, S, Vector<S, V>>(&grads, &patches, &mut sums, warp_co, warp_k, RUN);
+        mma_slice::<F, S, Vector<S, V>>(&grads, &patches, &mut sums, &starts, RUN);
         sync_cube();
     }
 
@@ -179,7 +185,7 @@ fn partials_row(grid: &PositionGrid, co: usize) -> usize {
 /// What a unit loads of each slice: position `slot` of the slice, and run `run` of the
 /// tile's filters (the gradient) and of its depths (the patch). The depth run's tap and
 /// channel run are fixed for the whole walk; the position is stepped from slice to slice,
-/// carried along its row and down its image instead of divided.
+/// by a slice's rows and columns with one carry, instead of divided.
 #[derive(CubeType)]
 struct PositionLoads {
     slot: u32,
@@ -192,6 +198,12 @@ struct PositionLoads {
     image: usize,
     row: u32,
     col: u32,
+    /// The conv output's rows and columns, and a slice's positions as whole rows and
+    /// columns more.
+    rows: u32,
+    cols: u32,
+    step_rows: u32,
+    step_cols: u32,
     /// The gradient's run (from its position's first), if inside the filters, and the
     /// gradient map's padding before its first position.
     grad_run: usize,
@@ -201,6 +213,13 @@ struct PositionLoads {
     /// The patch run's offset from the patch's first value, if inside the depth.
     patch_offset: usize,
     patch_active: bool,
+}
+
+/// One position's gradient and patch runs, as [`RunBits`].
+#[derive(CubeType)]
+struct PositionRuns {
+    grad: RunBits,
+    patch: RunBits,
 }
 
 #[cube]
@@ -243,6 +262,10 @@ impl PositionLoads {
             image: position / plane,
             row: in_plane / grid.cols,
             col: in_plane % grid.cols,
+            rows: grid.rows,
+            cols: grid.cols,
+            step_rows: SLICE_POSITIONS / grid.cols,
+            step_cols: SLICE_POSITIONS % grid.cols,
             grad_run,
             grad_pad_h,
             grad_pad_w,
@@ -254,44 +277,47 @@ impl PositionLoads {
 
     /// The unit's gradient and patch runs of its position into `next` (zeros past the
     /// split, the filters or the depth), then on by a slice.
-    #[allow(clippy::too_many_arguments)]
     fn load_next<S: Float, V: Size>(
         &mut self,
         x: &Array<Vector<S, V>>,
         grad: &Array<Vector<S, V>>,
-        next: &mut Array<Vector<S, V>>,
+        next: &mut PositionRuns,
         x_map: &ChannelsLast,
         grad_map: &ChannelsLast,
-        grid: &PositionGrid,
         #[comptime] conv: Window,
     ) {
         let inside = self.position < self.end;
-        let mut dy = Vector::<S, V>::new(S::new(0.0));
+        let mut dy = RunBits::new(0u32);
         if inside && self.grad_active {
-            dy = grad[position_at(
-                grad_map,
-                self.image,
-                self.row + self.grad_pad_h,
-                self.col + self.grad_pad_w,
-            ) + self.grad_run];
+            dy = RunBits::reinterpret(
+                grad[position_at(
+                    grad_map,
+                    self.image,
+                    self.row + self.grad_pad_h,
+                    self.col + self.grad_pad_w,
+                ) + self.grad_run],
+            );
         }
-        let mut patch = Vector::<S, V>::new(S::new(0.0));
+        let mut patch = RunBits::new(0u32);
         if inside && self.patch_active {
             let top = self.row * conv.stride_h;
             let left = self.col * conv.stride_w;
-            patch = x[position_at(x_map, self.image, top, left) + self.patch_offset];
+            patch = RunBits::reinterpret(
+                x[position_at(x_map, self.image, top, left) + self.patch_offset],
+            );
         }
-        next[0] = dy;
-        next[1] = patch;
+        next.grad = dy;
+        next.patch = patch;
         self.position += SLICE_POSITIONS as usize;
-        self.col += SLICE_POSITIONS;
-        while self.col >= grid.cols {
-            self.col -= grid.cols;
+        self.col += self.step_cols;
+        self.row += self.step_rows;
+        if self.col >= self.cols {
+            self.col -= self.cols;
             self.row += 1;
-            if self.row == grid.rows {
-                self.row = 0;
-                self.image += 1;
-            }
+        }
+        while self.row >= self.rows {
+            self.row -= self.rows;
+            self.image += 1;
         }
     }
 }

@@ -96,6 +96,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     );
     let mut mma_sums =
         mma_accumulators::<F>(comptime!(if ldmatrix { WARP_MMA_COLUMNS } else { 0 }));
+    let starts = StagedStarts::of_this_lane(warp_co, warp_k, 1u32);
 
     let bias_loader = with_bias && CUBE_POS_X == 0;
     let mut bias_sums = Array::<F>::new(LOADS_PER_UNIT as usize);
@@ -133,7 +134,7 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             loader.load::<F, A>(x, grad, argmax, &quad, &mut held, conv);
         }
         if ldmatrix {
-            mma_slice::<F, S, S>(&grads, &patches, &mut mma_sums, warp_co, warp_k, 1u32);
+            mma_slice::<F, S, S>(&grads, &patches, &mut mma_sums, &starts, 1u32);
         } else {
             wmma_slice::<F, S, M>(
                 &grads,
@@ -256,11 +257,33 @@ fn wmma_slice<F: Float, S: Float, M: Float>(
     }
 }
 
+/// Where this lane's `ldmatrix` runs start in the weight gradient's stagings (in their
+/// elements of `values` bf16), for the first 16 positions of a slice; later ones lie a
+/// fixed distance further. Worked out once before the slices: inside them the compiler
+/// recomputed them from the unit's position in every slice (Nsight Compute, H200).
+#[derive(CubeType)]
+pub(crate) struct StagedStarts {
+    grads: u32,
+    patches: u32,
+}
+
+#[cube]
+impl StagedStarts {
+    /// The starts for the warp's block of filters from `warp_co` and depths from `warp_k`.
+    pub(crate) fn of_this_lane(warp_co: u32, warp_k: u32, #[comptime] values: u32) -> StagedStarts {
+        let runs = LdmatrixRuns::of_this_lane();
+        StagedStarts {
+            grads: (runs.a_depth * STAGED_ROW + warp_co + runs.a_row) / values,
+            patches: (runs.b_depth * STAGED_ROW + warp_k) / values,
+        }
+    }
+}
+
 /// This warp's products of one staged slice (bf16, `S`) through `ldmatrix` and
 /// `mma.m16n8k16`: for each 16 positions, its 16 filters times its [`WARP_MMA_COLUMNS`]
 /// blocks of 8 columns, into `sums`. The stagings hold `E`s of `values` bf16 each (single
 /// values here, runs of eight in [`super::gemm_weight_grad_channels_last`]), rows of
-/// [`STAGED_ROW`] values.
+/// [`STAGED_ROW`] values; the lane's runs start at `starts`.
 ///
 /// Both stagings are position-major, the transposes of the operand layouts, as the
 /// forward's are ([`super::gemm_tensor_cores`]); `ldmatrix .trans` reads each 8 × 8 block
@@ -271,17 +294,15 @@ pub(crate) fn mma_slice<F: Float, S: Float, E: CubePrimitive<Scalar = S>>(
     grads: &SharedMemory<E>,
     patches: &SharedMemory<E>,
     sums: &mut Sequence<Array<Vector<F, Two>>>,
-    warp_co: u32,
-    warp_k: u32,
+    starts: &StagedStarts,
     #[comptime] values: u32,
 ) {
     let mma = bf16_mma::<F, S>();
-    let runs = LdmatrixRuns::of_this_lane();
     let run = comptime!((MMA_COLUMNS / values) as usize);
     #[unroll]
     for step in 0..comptime!(SLICE_POSITIONS / BF16_PRODUCT_DEPTH) {
-        let row = step * BF16_PRODUCT_DEPTH;
-        let at = (((row + runs.a_depth) * STAGED_ROW + warp_co + runs.a_row) / values) as usize;
+        let step_at = comptime!(step * BF16_PRODUCT_DEPTH * STAGED_ROW / values);
+        let at = (starts.grads + step_at) as usize;
         let grad_part = mma.load_matrix::<E, Two>(
             &grads.slice(at, at + run),
             cmma::MatrixIdent::A,
@@ -290,8 +311,7 @@ pub(crate) fn mma_slice<F: Float, S: Float, E: CubePrimitive<Scalar = S>>(
         );
         #[unroll]
         for j in 0..WARP_MMA_COLUMNS {
-            let column = warp_k + j * MMA_COLUMNS;
-            let at = (((row + runs.b_depth) * STAGED_ROW + column) / values) as usize;
+            let at = (starts.patches + comptime!(step_at + j * MMA_COLUMNS / values)) as usize;
             let patch_part = mma.load_matrix::<E, Two>(
                 &patches.slice(at, at + run),
                 cmma::MatrixIdent::B,
