@@ -1,7 +1,7 @@
 //! The bf16 implicit GEMM of [`super::gemm_tensor_cores`] on channels-last operands
-//! ([`super::channels_last`]): the same tile of quads × filters, the same warps of `mma`s
-//! and the same epilogue ([`write_finished`]), with the depth ordered (tap, channel) so
-//! that every operand load is 16 bytes of eight depths.
+//! ([`super::channels_last`]): its tiles of quads × filters (and [`TensorTile::TALL`], of
+//! warps of 64 × 32), the same `mma`s and the same epilogue ([`write_finished`]), with the
+//! depth ordered (tap, channel) so that every operand load is 16 bytes of eight depths.
 //!
 //! Why: gathered from the NCHW map, each staged patch value was a 4-byte load behind four
 //! bounds compares and a conversion, and those gathers issued about half of the bf16
