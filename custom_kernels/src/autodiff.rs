@@ -9,8 +9,8 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::{
-    ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
-    Precision,
+    ConvOptions2d, DenseActivation, GradsWanted, InputCopy, KernelBackend, LayerGrads,
+    PoolOptions2d, Precision,
 };
 
 /// Which layer op a [`LayerState`] belongs to, with what its backward needs besides the
@@ -28,6 +28,8 @@ enum LayerOp<B: KernelBackend> {
 #[derive(Debug, Clone)]
 struct LayerState<B: KernelBackend> {
     x: FloatTensor<B>,
+    /// The convolutions' copy of `x` from their forward, if it made one.
+    input_copy: InputCopy<B>,
     weight: FloatTensor<B>,
     op: LayerOp<B>,
 }
@@ -49,11 +51,16 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for LayerBackward {
             x: x_node.is_some(),
             bias: bias_node.is_some(),
         };
-        let LayerState { x, weight, op } = ops.state;
+        let LayerState {
+            x,
+            input_copy,
+            weight,
+            op,
+        } = ops.state;
         let computed: LayerGrads<FloatTensor<B>> = match op {
-            LayerOp::Conv(conv) => B::conv_backward(x, weight, grad, conv, wants),
+            LayerOp::Conv(conv) => B::conv_backward(x, input_copy, weight, grad, conv, wants),
             LayerOp::ConvReluPool(conv, argmax, pool) => {
-                B::conv_relu_pool_backward(x, weight, grad, argmax, conv, pool, wants)
+                B::conv_relu_pool_backward(x, input_copy, weight, grad, argmax, conv, pool, wants)
             }
             LayerOp::Dense(relu_output) => B::dense_backward(x, weight, grad, relu_output, wants),
         };
@@ -69,8 +76,9 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for LayerBackward {
     }
 }
 
-/// Records a layer op: runs `forward` on the inner tensors, which returns the output and
-/// the op's [`LayerOp`], and, when a parent is tracked, saves what [`LayerBackward`] needs.
+/// Records a layer op: runs `forward` on the inner tensors, which returns the output, the
+/// op's [`LayerOp`] and the [`InputCopy`] it made, and, when a parent is tracked, saves what
+/// [`LayerBackward`] needs.
 fn record_layer<B, C, F>(
     x: FloatTensor<Autodiff<B, C>>,
     weight: FloatTensor<Autodiff<B, C>>,
@@ -84,7 +92,7 @@ where
         FloatTensor<B>,
         FloatTensor<B>,
         Option<FloatTensor<B>>,
-    ) -> (FloatTensor<B>, LayerOp<B>),
+    ) -> (FloatTensor<B>, LayerOp<B>, InputCopy<B>),
 {
     let (x_node, weight_node) = (x.node.clone(), weight.node.clone());
     let (x, weight) = (x.primitive, weight.primitive);
@@ -92,9 +100,10 @@ where
         Some(bias) => (Some(bias.node.clone()), Some(bias.primitive)),
         None => (None, None),
     };
-    let (output, op) = forward(x.clone(), weight.clone(), bias);
+    let (output, op, input_copy) = forward(x.clone(), weight.clone(), bias);
     let state = || LayerState {
         x,
+        input_copy,
         weight,
         op: op.clone(),
     };
@@ -163,11 +172,13 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
         options: ConvOptions2d,
-    ) -> FloatTensor<Self> {
-        record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
-            (B::conv(x, weight, bias, options), LayerOp::Conv(options))
-        })
-        .0
+    ) -> (FloatTensor<Self>, InputCopy<Self>) {
+        let (output, _) = record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
+            let (output, input_copy) = B::conv(x, weight, bias, options);
+            (output, LayerOp::Conv(options), input_copy)
+        });
+        // The copy stays with the recorded backward step, on the inner backend.
+        (output, None)
     }
 
     fn max_pool_with_argmax(
@@ -192,15 +203,20 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         bias: Option<FloatTensor<Self>>,
         conv: ConvOptions2d,
         pool: PoolOptions2d,
-    ) -> (FloatTensor<Self>, IntTensor<Self>) {
+    ) -> (FloatTensor<Self>, IntTensor<Self>, InputCopy<Self>) {
         let (output, op) = record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
-            let (output, argmax) = B::conv_relu_pool(x, weight, bias, conv, pool);
-            (output, LayerOp::ConvReluPool(conv, argmax, pool))
+            let (output, argmax, input_copy) = B::conv_relu_pool(x, weight, bias, conv, pool);
+            (
+                output,
+                LayerOp::ConvReluPool(conv, argmax, pool),
+                input_copy,
+            )
         });
         let LayerOp::ConvReluPool(_, argmax, _) = op else {
             unreachable!("recorded as ConvReluPool above")
         };
-        (output, argmax)
+        // The copy stays with the recorded backward step, on the inner backend.
+        (output, argmax, None)
     }
 
     fn dense(
@@ -212,7 +228,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         record_layer::<B, C, _>(x, weight, bias, |x, weight, bias| {
             let output = B::dense(x, weight, bias, activation);
             let relu_output = (activation == DenseActivation::Relu).then(|| output.clone());
-            (output, LayerOp::Dense(relu_output))
+            (output, LayerOp::Dense(relu_output), None)
         })
         .0
     }

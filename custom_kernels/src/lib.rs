@@ -191,6 +191,12 @@ pub struct LayerGrads<T> {
     pub bias: Option<T>,
 }
 
+/// The copy of a convolution's input that its forward made for its own kernels, returned
+/// for the backward, whose weight gradient reads the same copy instead of making it again:
+/// cubenet's CubeCL kernels in bf16 copy the input channels-last; `None` where the forward
+/// made none (the backward then works from the input).
+pub type InputCopy<B> = Option<FloatTensor<B>>;
+
 /// A Burn backend with cubenet's convolution, pooling and dense ops. Images are NCHW;
 /// filters are `[C_out, C_in, KH, KW]`; dense weights are `[outputs, inputs]`, one row per
 /// output as in PyTorch's and candle's `Linear`. Every method has a default body made of
@@ -204,24 +210,27 @@ pub trait KernelBackend: Backend {
         Precision::Fp32
     }
 
-    /// 2-D convolution with optional bias.
+    /// 2-D convolution with optional bias, and the [`InputCopy`] it made.
     fn conv(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
         options: ConvOptions2d,
-    ) -> FloatTensor<Self> {
-        reference::conv::<Self>(x, weight, bias, options)
+    ) -> (FloatTensor<Self>, InputCopy<Self>) {
+        (reference::conv::<Self>(x, weight, bias, options), None)
     }
 
-    /// Gradients of [`KernelBackend::conv`] given the output's gradient `grad`.
+    /// Gradients of [`KernelBackend::conv`] given the output's gradient `grad` and the
+    /// forward's `input_copy`.
     fn conv_backward(
         x: FloatTensor<Self>,
+        input_copy: InputCopy<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         options: ConvOptions2d,
         wants: GradsWanted,
     ) -> LayerGrads<FloatTensor<Self>> {
+        let _ = input_copy;
         reference::conv_backward::<Self>(x, weight, grad, options, wants)
     }
 
@@ -243,21 +252,25 @@ pub trait KernelBackend: Backend {
         reference::max_pool_backward::<Self>(x, grad, argmax, pool)
     }
 
-    /// max-pool(ReLU(conv(x) + bias)), returning the pooled map and the argmax
-    /// ([`NO_ARGMAX`] where the pooled value is 0).
+    /// max-pool(ReLU(conv(x) + bias)), returning the pooled map, the argmax ([`NO_ARGMAX`]
+    /// where the pooled value is 0) and the [`InputCopy`] it made.
     fn conv_relu_pool(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
         conv: ConvOptions2d,
         pool: PoolOptions2d,
-    ) -> (FloatTensor<Self>, IntTensor<Self>) {
-        reference::conv_relu_pool::<Self>(x, weight, bias, conv, pool)
+    ) -> (FloatTensor<Self>, IntTensor<Self>, InputCopy<Self>) {
+        let (output, argmax) = reference::conv_relu_pool::<Self>(x, weight, bias, conv, pool);
+        (output, argmax, None)
     }
 
-    /// Gradients of [`KernelBackend::conv_relu_pool`] from the pooled gradient and argmax.
+    /// Gradients of [`KernelBackend::conv_relu_pool`] from the pooled gradient, the argmax
+    /// and the forward's `input_copy`.
+    #[allow(clippy::too_many_arguments)]
     fn conv_relu_pool_backward(
         x: FloatTensor<Self>,
+        input_copy: InputCopy<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         argmax: IntTensor<Self>,
@@ -265,6 +278,7 @@ pub trait KernelBackend: Backend {
         pool: PoolOptions2d,
         wants: GradsWanted,
     ) -> LayerGrads<FloatTensor<Self>> {
+        let _ = input_copy;
         reference::conv_relu_pool_backward::<Self>(x, weight, grad, argmax, conv, pool, wants)
     }
 
@@ -466,7 +480,7 @@ pub fn conv2d<B: KernelBackend>(
     bias: Option<Tensor<B, 1>>,
     options: ConvOptions2d,
 ) -> Tensor<B, 4> {
-    from_float(B::conv(float(x), float(weight), bias.map(float), options))
+    from_float(B::conv(float(x), float(weight), bias.map(float), options).0)
 }
 
 /// Max-pool of `x` and the in-window argmax of each output (see the crate docs).
@@ -492,7 +506,8 @@ pub fn conv_relu_pool_with_argmax<B: KernelBackend>(
     conv: ConvOptions2d,
     pool: PoolOptions2d,
 ) -> (Tensor<B, 4>, Tensor<B, 4, Int>) {
-    let (output, argmax) = B::conv_relu_pool(float(x), float(weight), bias.map(float), conv, pool);
+    let (output, argmax, _) =
+        B::conv_relu_pool(float(x), float(weight), bias.map(float), conv, pool);
     (from_float(output), Tensor::from_primitive(argmax))
 }
 

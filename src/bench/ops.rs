@@ -6,8 +6,7 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 use cubenet_kernels::{
-    AutodiffKernelBackend, ConvOptions2d, GradsWanted, KernelBackend, LayerGrads, PoolOptions2d,
-    reference,
+    AutodiffKernelBackend, ConvOptions2d, GradsWanted, KernelBackend, PoolOptions2d, reference,
 };
 use serde::Serialize;
 
@@ -191,7 +190,10 @@ pub fn compare_ops<B: KernelBackend>(
     let pooled_grad = random::<B, 4>([batch, filters, 13, 13], device);
     let (_, argmax) = B::max_pool_with_argmax(conv_out.clone(), POOL);
     let (_, burn_indices) = layer.burn_pool(conv_out.clone());
-    let (_, fused_argmax) =
+    // The backward ops take what training hands them: the forward's copy of the input, if
+    // it made one.
+    let (_, conv_copy) = B::conv(x.clone(), weight.clone(), Some(bias.clone()), CONV);
+    let (_, fused_argmax, fused_copy) =
         B::conv_relu_pool(x.clone(), weight.clone(), Some(bias.clone()), CONV, POOL);
     let weights_only = GradsWanted {
         x: false,
@@ -216,6 +218,7 @@ pub fn compare_ops<B: KernelBackend>(
             Box::new(|| {
                 drop(B::conv_backward(
                     x.clone(),
+                    conv_copy.clone(),
                     weight.clone(),
                     conv_grad.clone(),
                     CONV,
@@ -266,6 +269,7 @@ pub fn compare_ops<B: KernelBackend>(
                 let grad = pooled_grad.clone();
                 drop(B::conv_relu_pool_backward(
                     x.clone(),
+                    fused_copy.clone(),
                     weight.clone(),
                     grad,
                     fused_argmax.clone(),
@@ -310,25 +314,6 @@ impl BlockShape {
     }
 }
 
-/// The fused conv·bias·ReLU·pool forward: [`KernelBackend::conv_relu_pool`]'s signature.
-type BlockForward<B> = fn(
-    FloatTensor<B>,
-    FloatTensor<B>,
-    Option<FloatTensor<B>>,
-    ConvOptions2d,
-    PoolOptions2d,
-) -> (FloatTensor<B>, IntTensor<B>);
-/// Its backward: [`KernelBackend::conv_relu_pool_backward`]'s signature.
-type BlockBackward<B> = fn(
-    FloatTensor<B>,
-    FloatTensor<B>,
-    FloatTensor<B>,
-    IntTensor<B>,
-    ConvOptions2d,
-    PoolOptions2d,
-    GradsWanted,
-) -> LayerGrads<FloatTensor<B>>;
-
 /// Times each of `blocks` (a network's, in order) forward and backward together, as a
 /// training step runs it: the fused forward, then the weight, bias and — for every block
 /// but the first, which is fed with data — input gradients from a random pooled gradient;
@@ -355,20 +340,26 @@ pub fn compare_blocks<B: KernelBackend>(
                 x: index > 0,
                 bias: true,
             };
-            // One block's forward then backward, by either implementation of the ops.
-            let time_with = |forward: BlockForward<B>, backward: BlockBackward<B>| {
-                time_synced::<B>(device, protocol, || {
-                    let bias = Some(bias.clone());
-                    let (_, argmax) = forward(x.clone(), weight.clone(), bias, conv, POOL);
-                    let (x, weight, grad) = (x.clone(), weight.clone(), grad.clone());
-                    drop(backward(x, weight, grad, argmax, conv, POOL, wants));
-                })
-            };
-            let custom = time_with(B::conv_relu_pool, B::conv_relu_pool_backward);
-            let burn = time_with(
-                reference::conv_relu_pool::<B>,
-                reference::conv_relu_pool_backward::<B>,
-            );
+            // One block's forward then backward, by either implementation of the ops; the
+            // kernels' backward with the forward's copy of the input, as in training.
+            let custom = time_synced::<B>(device, protocol, || {
+                let bias = Some(bias.clone());
+                let (_, argmax, copy) =
+                    B::conv_relu_pool(x.clone(), weight.clone(), bias, conv, POOL);
+                let (x, weight, grad) = (x.clone(), weight.clone(), grad.clone());
+                drop(B::conv_relu_pool_backward(
+                    x, copy, weight, grad, argmax, conv, POOL, wants,
+                ));
+            });
+            let burn = time_synced::<B>(device, protocol, || {
+                let bias = Some(bias.clone());
+                let (_, argmax) =
+                    reference::conv_relu_pool::<B>(x.clone(), weight.clone(), bias, conv, POOL);
+                let (x, weight, grad) = (x.clone(), weight.clone(), grad.clone());
+                drop(reference::conv_relu_pool_backward::<B>(
+                    x, weight, grad, argmax, conv, POOL, wants,
+                ));
+            });
             OpComparison {
                 op: format!(
                     "block {}: conv {k}x{k} {c}→{f} on {h}x{w}, ReLU, pool: forward + backward",

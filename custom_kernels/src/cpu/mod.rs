@@ -19,8 +19,8 @@ use burn::backend::ndarray::NdArrayTensor;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::{
-    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads,
-    PoolOptions2d, reference,
+    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, InputCopy, KernelBackend,
+    LayerGrads, PoolOptions2d, reference,
 };
 
 impl KernelBackend for NdArray {
@@ -29,15 +29,16 @@ impl KernelBackend for NdArray {
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
         options: ConvOptions2d,
-    ) -> FloatTensor<Self> {
+    ) -> (FloatTensor<Self>, InputCopy<Self>) {
         if !kernels_take(&x) {
-            return reference::conv::<Self>(x, weight, bias, options);
+            return (reference::conv::<Self>(x, weight, bias, options), None);
         }
-        conv::forward(&x, &weight, bias.as_ref(), options)
+        (conv::forward(&x, &weight, bias.as_ref(), options), None)
     }
 
     fn conv_backward(
         x: FloatTensor<Self>,
+        _: InputCopy<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         options: ConvOptions2d,
@@ -82,15 +83,18 @@ impl KernelBackend for NdArray {
         bias: Option<FloatTensor<Self>>,
         conv: ConvOptions2d,
         pool: PoolOptions2d,
-    ) -> (FloatTensor<Self>, IntTensor<Self>) {
-        if !kernels_take(&x) {
-            return reference::conv_relu_pool::<Self>(x, weight, bias, conv, pool);
-        }
-        fused::forward(&x, &weight, bias.as_ref(), conv, pool)
+    ) -> (FloatTensor<Self>, IntTensor<Self>, InputCopy<Self>) {
+        let (output, argmax) = if kernels_take(&x) {
+            fused::forward(&x, &weight, bias.as_ref(), conv, pool)
+        } else {
+            reference::conv_relu_pool::<Self>(x, weight, bias, conv, pool)
+        };
+        (output, argmax, None)
     }
 
     fn conv_relu_pool_backward(
         x: FloatTensor<Self>,
+        _: InputCopy<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         argmax: IntTensor<Self>,

@@ -33,14 +33,15 @@ const MAX_FILTERS: usize = 16;
 /// many cubes (an SM with one cube more than the others sets the time of a short grid).
 const MAX_FILTER_BLOCKS: u32 = 8;
 
-/// max-pool(ReLU(conv(x) + bias)) and its argmax.
+/// max-pool(ReLU(conv(x) + bias)), its argmax and the copy of `x` the backward reuses, if
+/// the forward made one.
 pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
     weight: CubeTensor<R>,
     bias: Option<CubeTensor<R>>,
     conv: ConvOptions2d,
     pool: PoolOptions2d,
-) -> (CubeTensor<R>, CubeTensor<R>) {
+) -> (CubeTensor<R>, CubeTensor<R>, Option<CubeTensor<R>>) {
     let operands = ConvOperands::new(x, weight, conv);
     let out_shape = operands.output_shape(pool.output_size(operands.out_size));
     let (argmax_dtype, argmax_type) = argmax_dtype(&operands.x.client);
@@ -52,8 +53,8 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         ],
     );
     if gemm::forward_applies(&operands) && gemm::pools_in_quads(pool::window(pool)) {
-        gemm::forward_relu_pool::<R, F>(operands, bias, &output, &argmax);
-        return (output, argmax);
+        let input_copy = gemm::forward_relu_pool::<R, F>(operands, bias, &output, &argmax);
+        return (output, argmax, input_copy);
     }
     let [batch, c_out, out_h, out_w] = out_shape;
     let windows = pool.kernel[0] * pool.kernel[1];
@@ -90,12 +91,15 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         filters as u32,
         argmax_type,
     ));
-    (output, argmax)
+    (output, argmax, None)
 }
 
-/// The gradients of [`forward`] from the pooled gradient `grad` and the argmax.
+/// The gradients of [`forward`] from the pooled gradient `grad`, the argmax and the
+/// forward's `input_copy`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn backward<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
+    input_copy: Option<CubeTensor<R>>,
     weight: CubeTensor<R>,
     grad: CubeTensor<R>,
     argmax: CubeTensor<R>,
@@ -103,5 +107,11 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement>(
     pool: PoolOptions2d,
     wants: GradsWanted,
 ) -> LayerGrads<CubeTensor<R>> {
-    ConvOperands::new(x, weight, conv).grads::<F>(grad, Some(argmax), pool::window(pool), wants)
+    ConvOperands::new(x, weight, conv).grads::<F>(
+        input_copy,
+        grad,
+        Some(argmax),
+        pool::window(pool),
+        wants,
+    )
 }

@@ -22,8 +22,8 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 use crate::{
-    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, KernelBackend, LayerGrads,
-    PendingRead, PoolOptions2d, Precision,
+    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, InputCopy, KernelBackend,
+    LayerGrads, PendingRead, PoolOptions2d, Precision,
 };
 
 impl<R, F, I, BT> KernelBackend for CubeBackend<R, F, I, BT>
@@ -43,18 +43,19 @@ where
         weight: CubeTensor<R>,
         bias: Option<CubeTensor<R>>,
         options: ConvOptions2d,
-    ) -> CubeTensor<R> {
+    ) -> (CubeTensor<R>, InputCopy<Self>) {
         conv::forward::<R, F>(x, weight, bias, options)
     }
 
     fn conv_backward(
         x: CubeTensor<R>,
+        input_copy: InputCopy<Self>,
         weight: CubeTensor<R>,
         grad: CubeTensor<R>,
         options: ConvOptions2d,
         wants: GradsWanted,
     ) -> LayerGrads<CubeTensor<R>> {
-        conv::backward::<R, F>(x, weight, grad, options, wants)
+        conv::backward::<R, F>(x, input_copy, weight, grad, options, wants)
     }
 
     fn max_pool_with_argmax(
@@ -79,12 +80,13 @@ where
         bias: Option<CubeTensor<R>>,
         conv: ConvOptions2d,
         pool: PoolOptions2d,
-    ) -> (CubeTensor<R>, CubeTensor<R>) {
+    ) -> (CubeTensor<R>, CubeTensor<R>, InputCopy<Self>) {
         fused::forward::<R, F>(x, weight, bias, conv, pool)
     }
 
     fn conv_relu_pool_backward(
         x: CubeTensor<R>,
+        input_copy: InputCopy<Self>,
         weight: CubeTensor<R>,
         grad: CubeTensor<R>,
         argmax: CubeTensor<R>,
@@ -92,7 +94,7 @@ where
         pool: PoolOptions2d,
         wants: GradsWanted,
     ) -> LayerGrads<CubeTensor<R>> {
-        fused::backward::<R, F>(x, weight, grad, argmax, conv, pool, wants)
+        fused::backward::<R, F>(x, input_copy, weight, grad, argmax, conv, pool, wants)
     }
 
     fn dense(

@@ -152,19 +152,21 @@ fn channels_last_tile<R: CubeRuntime>(
 
 /// Launches `gemm` as [`conv_gemm`], or at [`Precision::Tf32`] or [`Precision::Bf16`] where
 /// the runtime has matrix units for it as [`conv_gemm_tensor_cores`] — in bf16 as
-/// [`conv_gemm_channels_last`] where `src`'s channels come in runs of [`RUN`].
+/// [`conv_gemm_channels_last`] where `src`'s channels come in runs of [`RUN`], returning
+/// the channels-last copy of `src` it made for it.
 fn launch_gemm<R: CubeRuntime, F: FloatElement>(
     src: CubeTensor<R>,
     gemm: GemmLaunch<'_, R>,
     precision: Precision,
-) {
+) -> Option<CubeTensor<R>> {
     let [batch, cols, _, _] = dims4(gemm.output);
     let operands = tensor_core_operands(precision, F::dtype(), &src.client);
     if operands == Some(Precision::Bf16) && dims4(&src)[1].is_multiple_of(RUN as usize) {
         let size = channels_last_size(gemm.quads, gemm.window);
         let padding = [gemm.window.pad_h, gemm.window.pad_w];
         let copy = channels_last_copy::<R, F>(&src, size, padding);
-        return launch_channels_last::<R, F>(&copy, gemm);
+        launch_channels_last::<R, F>(&copy, gemm);
+        return Some(copy);
     }
     let GemmLaunch {
         weight,
@@ -224,6 +226,7 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
             tile_for(grid_quads, cols, sm_count(&src.client))
         ),
     }
+    None
 }
 
 /// The rows and columns a channels-last copy of a GEMM's map needs so that every patch
@@ -400,15 +403,18 @@ fn quads_over(size: [usize; 2]) -> [usize; 2] {
     size.map(|side| side.div_ceil(2))
 }
 
-/// max-pool₂ₓ₂(ReLU(conv(x) + bias)) into `output` and `argmax` (the pooled map's shape).
+/// max-pool₂ₓ₂(ReLU(conv(x) + bias)) into `output` and `argmax` (the pooled map's shape),
+/// returning the input's copy where the weight gradient reads it too (see
+/// [`backward_input_copy`]).
 pub(crate) fn forward_relu_pool<R: CubeRuntime, F: FloatElement>(
     operands: ConvOperands<R>,
     bias: Option<CubeTensor<R>>,
     output: &CubeTensor<R>,
     argmax: &CubeTensor<R>,
-) {
+) -> Option<CubeTensor<R>> {
     let [_, _, pooled_h, pooled_w] = dims4(output);
     let precision = operands.precision;
+    let keep_copy = weight_grad_channels_last::<R, F>(&operands);
     let gemm = GemmLaunch {
         weight: operands.weight,
         bias,
@@ -418,14 +424,15 @@ pub(crate) fn forward_relu_pool<R: CubeRuntime, F: FloatElement>(
         window: operands.window,
         transposed: false,
     };
-    launch_gemm::<R, F>(operands.x, gemm, precision);
+    launch_gemm::<R, F>(operands.x, gemm, precision).filter(|_| keep_copy)
 }
 
-/// conv(x) + bias at every output position.
+/// conv(x) + bias at every output position, and the input's copy where the weight
+/// gradient reads it too (see [`backward_input_copy`]).
 pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     operands: ConvOperands<R>,
     bias: Option<CubeTensor<R>>,
-) -> CubeTensor<R> {
+) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
     let output = empty_like(
         &operands.x,
         operands.output_shape(operands.out_size),
@@ -433,6 +440,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     );
     let quads = quads_over(operands.out_size);
     let precision = operands.precision;
+    let keep_copy = weight_grad_channels_last::<R, F>(&operands);
     let gemm = GemmLaunch {
         weight: operands.weight,
         bias,
@@ -442,8 +450,8 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
         window: operands.window,
         transposed: false,
     };
-    launch_gemm::<R, F>(operands.x, gemm, precision);
-    output
+    let copy = launch_gemm::<R, F>(operands.x, gemm, precision).filter(|_| keep_copy);
+    (output, copy)
 }
 
 /// The input gradient's GEMM launch (see [`input_grad_window`]) into `x_grad`.
@@ -660,11 +668,34 @@ pub(crate) fn weight_grad_channels_last<R: CubeRuntime, F: FloatElement>(
         && c_out.is_multiple_of(run)
 }
 
+/// The input channels-last and padded to cover every patch of the weight gradient, over
+/// `covered` = [rows, columns]: the forward's `copy` where it covers them (the forward's
+/// grid of quads may stop a row or column short of an odd-sized output under a pool),
+/// else a new copy.
+fn backward_input_copy<R: CubeRuntime, F: FloatElement>(
+    operands: &ConvOperands<R>,
+    copy: Option<CubeTensor<R>>,
+    covered: [usize; 2],
+) -> CubeTensor<R> {
+    let covers = |copy: &CubeTensor<R>| {
+        let [_, rows, cols, _] = dims4(copy);
+        rows >= covered[0] && cols >= covered[1]
+    };
+    match copy {
+        Some(copy) if covers(&copy) => copy,
+        _ => {
+            let w = operands.window;
+            channels_last_copy::<R, F>(&operands.x, covered, [w.pad_h, w.pad_w])
+        }
+    }
+}
+
 /// The weight gradient's partial sums (with the weight and bias gradient buffers) where
 /// [`weight_grad_channels_last`] holds, from the conv output's own gradient `conv_grad`:
-/// both it and the input copied channels-last, the input padded to cover every patch.
+/// both it and the input channels-last (the input's from [`backward_input_copy`]).
 pub(crate) fn weight_grad_partials_channels_last<R: CubeRuntime, F: FloatElement>(
     operands: &ConvOperands<R>,
+    input_copy: Option<CubeTensor<R>>,
     conv_grad: &ChannelsLastGrad<R>,
     with_bias: bool,
 ) -> [CubeTensor<R>; 3] {
@@ -687,7 +718,7 @@ pub(crate) fn weight_grad_partials_channels_last<R: CubeRuntime, F: FloatElement
     let w = operands.window;
     let covered = [(rows, w.stride_h, kh), (cols, w.stride_w, kw)]
         .map(|(out, stride, size)| (out - 1) * stride as usize + size);
-    let x = channels_last_copy::<R, F>(&operands.x, covered, [w.pad_h, w.pad_w]);
+    let x = backward_input_copy::<R, F>(operands, input_copy, covered);
     launch!(conv_gemm_weight_grad_channels_last::<F, bf16, R>(
         partials,
         CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32),

@@ -53,9 +53,11 @@ impl<R: CubeRuntime> ConvOperands<R> {
     }
 
     /// Input (if `wants.x`), weight and bias gradients from `grad`: the conv output's own
-    /// gradient, or a pooled gradient routed through `argmax` over `pool` windows.
+    /// gradient, or a pooled gradient routed through `argmax` over `pool` windows; with the
+    /// forward's `input_copy` of `x`, if it made one.
     pub fn grads<F: FloatElement>(
         &self,
+        input_copy: Option<CubeTensor<R>>,
         grad: CubeTensor<R>,
         argmax: Option<CubeTensor<R>>,
         pool: Window,
@@ -64,7 +66,7 @@ impl<R: CubeRuntime> ConvOperands<R> {
         let grad = into_contiguous(grad);
         let argmax = argmax.map(into_contiguous);
         if gemm::weight_grad_channels_last::<R, F>(self) {
-            return self.grads_channels_last::<F>(&grad, argmax.as_ref(), pool, wants);
+            return self.grads_channels_last::<F>(input_copy, &grad, argmax.as_ref(), pool, wants);
         }
         let x = wants
             .x
@@ -75,9 +77,11 @@ impl<R: CubeRuntime> ConvOperands<R> {
 
     /// [`Self::grads`] in bf16 where both channel counts come in runs of eight: the conv
     /// output's gradient copied channels-last once (routed through the argmax in the same
-    /// pass), for the input gradient's GEMM and the weight gradient's.
+    /// pass), for the input gradient's GEMM and the weight gradient's; the input's copy
+    /// from the forward where it covers the weight gradient's patches.
     fn grads_channels_last<F: FloatElement>(
         &self,
+        input_copy: Option<CubeTensor<R>>,
         grad: &CubeTensor<R>,
         argmax: Option<&CubeTensor<R>>,
         pool: Window,
@@ -91,7 +95,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
                 .x
                 .then(|| self.input_grad::<F>(self.conv_grad::<F>(grad, argmax, pool))),
         };
-        let partials = gemm::weight_grad_partials_channels_last::<R, F>(self, &copy, wants.bias);
+        let partials =
+            gemm::weight_grad_partials_channels_last::<R, F>(self, input_copy, &copy, wants.bias);
         let (weight, bias) = self.weight_grad_of::<F>(partials, wants.bias);
         LayerGrads { x, weight, bias }
     }
@@ -122,28 +127,30 @@ impl<R: CubeRuntime> ConvOperands<R> {
     }
 }
 
-/// The convolution of `x` with `weight`, plus `bias`.
+/// The convolution of `x` with `weight`, plus `bias`, and the copy of `x` the backward
+/// reuses, if the forward made one.
 pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
     weight: CubeTensor<R>,
     bias: Option<CubeTensor<R>>,
     options: ConvOptions2d,
-) -> CubeTensor<R> {
+) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
     let operands = ConvOperands::new(x, weight, options);
     if gemm::forward_applies(&operands) {
         gemm::forward::<R, F>(operands, bias)
     } else {
-        direct::forward::<R, F>(operands, bias)
+        (direct::forward::<R, F>(operands, bias), None)
     }
 }
 
-/// The gradients of [`forward`] from its output's gradient `grad`.
+/// The gradients of [`forward`] from its output's gradient `grad` and its `input_copy`.
 pub(crate) fn backward<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
+    input_copy: Option<CubeTensor<R>>,
     weight: CubeTensor<R>,
     grad: CubeTensor<R>,
     options: ConvOptions2d,
     wants: GradsWanted,
 ) -> LayerGrads<CubeTensor<R>> {
-    ConvOperands::new(x, weight, options).grads::<F>(grad, None, pool::no_pool(), wants)
+    ConvOperands::new(x, weight, options).grads::<F>(input_copy, grad, None, pool::no_pool(), wants)
 }

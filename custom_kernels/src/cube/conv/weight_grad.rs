@@ -4,11 +4,11 @@
 
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
+use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
 use super::{ConvOperands, gemm};
 use crate::cube::alloc::empty_group;
-use crate::cube::grid::elementwise_over;
 use crate::cube::launch::launch;
 use crate::cube::layout::{dims4, nchw};
 use crate::cube::pool::argmax_storage;
@@ -28,6 +28,9 @@ const POSITION_LANES: usize = 32;
 /// and 32 took 286, 194, 174 and 151 µs (larger groups, likely because each unit's share of
 /// the final sum in shared memory shrinks).
 const ELEMENTS_PER_UNIT: usize = 32;
+/// Units a cube of the partials' sum: few, so that a first layer's 1,792 sums of hundreds
+/// of splits each, each a chain of loads and adds, spread over 28 SMs rather than 7.
+const SUM_CUBE_UNITS: u32 = 64;
 
 impl<R: CubeRuntime> ConvOperands<R> {
     /// Weight (and bias) gradient by the two-stage reduction: partial sums per group of
@@ -57,7 +60,8 @@ impl<R: CubeRuntime> ConvOperands<R> {
         with_bias: bool,
     ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
         let [groups, c_out, c_in, terms] = dims4(&partials);
-        let (count, dim) = elementwise_over(&self.x.client, c_out * c_in * terms);
+        let dim = CubeDim::new_1d(SUM_CUBE_UNITS);
+        let count = calculate_cube_count_elemwise(&self.x.client, c_out * c_in * terms, dim);
         launch!(conv2d_weight_grad_sum::<F, R>(
             &weight_grad,
             count,

@@ -216,7 +216,12 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
     let mut finished =
         SharedMemory::<F>::new_aligned(comptime!(tile.finished_floats() as usize), FRAGMENT_ALIGN);
 
-    // This warp's 32 × 32 block of the tile: rows from `warp_row`, columns from `warp_col`.
+    // This warp's 32 × 32 block of the tile: rows from `warp_row`, columns from `warp_col`
+    // (the tall tile's warps of 64 × 32 are the channels-last kernel's alone).
+    comptime!(assert_eq!(
+        tile.warp_row_blocks, WARP_PRODUCTS,
+        "the gathering kernel's warps are 32 × 32"
+    ));
     let warp = unit / PLANE_DIM;
     let warp_row = (warp / comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
     let warp_col = (warp % comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
