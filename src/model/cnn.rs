@@ -519,7 +519,9 @@ pub struct MaxPool {
 mod tests {
     use burn::backend::{Autodiff, NdArray};
     use burn::module::{ModuleMapper, ModuleVisitor, Param};
-    use burn::tensor::{Distribution, TensorData, Tolerance};
+    use burn::tensor::{TensorData, Tolerance};
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
 
     use super::*;
     use crate::model::{LeNetConfig, SimpleCnnConfig};
@@ -554,8 +556,13 @@ mod tests {
         config(input, layers).summary().unwrap_err().to_string()
     }
 
-    fn images<B: Backend>(shape: [usize; 4]) -> Tensor<B, 4> {
-        Tensor::random(shape, Distribution::Normal(0.0, 1.0), &Default::default())
+    /// Images of values in [-2, 2), the same for the same `seed` in every run.
+    fn images<B: Backend>(seed: u64, shape: [usize; 4]) -> Tensor<B, 4> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let values: Vec<f32> = (0..shape.iter().product())
+            .map(|_| rng.random_range(-2.0..2.0))
+            .collect();
+        Tensor::from_data(TensorData::new(values, shape), &Default::default())
     }
 
     fn max_difference<B: Backend>(a: Tensor<B, 2>, b: Tensor<B, 2>) -> f32 {
@@ -584,11 +591,34 @@ mod tests {
         }
     }
 
-    /// `cnn` with every parameter drawn. Burn initializes parameters lazily, and a clone of
-    /// an undrawn parameter draws values of its own: a record taken from a fresh model to
-    /// copy it would hold other weights than the model computes with.
-    fn initialized<B: Backend>(cnn: Cnn<B>) -> Cnn<B> {
-        cnn.clone().load_record(cnn.into_record())
+    /// Replaces each parameter that Burn drew at random with values uniform in ±0.5 from the
+    /// test's own generator; constant ones (batch norm's scale, shift and statistics) stay.
+    /// Burn draws from one generator that all test threads share: its draws vary by run.
+    struct Redraw(StdRng);
+
+    impl<B: Backend> ModuleMapper<B> for Redraw {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            param.map(|tensor| {
+                let drawn = tensor.to_data().to_vec::<f32>().unwrap();
+                if drawn.len() > 1 && drawn.iter().all(|&v| v == drawn[0]) {
+                    return tensor;
+                }
+                let values: Vec<f32> = drawn
+                    .iter()
+                    .map(|_| self.0.random_range(-0.5..0.5))
+                    .collect();
+                Tensor::from_data(TensorData::new(values, tensor.shape()), &tensor.device())
+                    .set_require_grad(tensor.is_require_grad())
+            })
+        }
+    }
+
+    /// `cnn` with parameters that are the same for the same `seed` in every run, all of them
+    /// drawn: Burn initializes parameters lazily, and a clone of an undrawn parameter draws
+    /// values of its own, so a record taken from a fresh model to copy it would hold other
+    /// weights than the model computes with.
+    fn redrawn<B: Backend>(cnn: Cnn<B>, seed: u64) -> Cnn<B> {
+        cnn.map(&mut Redraw(StdRng::seed_from_u64(seed)))
     }
 
     /// `to` with the parameters of `from`, visited in the same order.
@@ -623,7 +653,7 @@ mod tests {
         assert_eq!(summary.params(), cnn.num_params());
         // conv·ReLU·pool twice, dense·ReLU, dropout, batch norm, dense.
         assert_eq!((cnn.features.len(), cnn.head.len()), (2, 4));
-        assert_eq!(cnn.forward(images([3, 1, 28, 28])).dims(), [3, 10]);
+        assert_eq!(cnn.forward(images(1, [3, 1, 28, 28])).dims(), [3, 10]);
     }
 
     #[test]
@@ -662,7 +692,7 @@ total                      13610
                 cnn.num_params(),
                 "{layers}"
             );
-            assert_eq!(cnn.forward(images([2, 3, 9, 11])).dims(), [2, 10]);
+            assert_eq!(cnn.forward(images(2, [2, 3, 9, 11])).dims(), [2, 10]);
         }
     }
 
@@ -716,7 +746,7 @@ total                      13610
         )
         .init::<B>(&Default::default())
         .unwrap();
-        assert_eq!(cnn.forward(images([5, 2, 27, 15])).dims(), [5, 10]);
+        assert_eq!(cnn.forward(images(3, [5, 2, 27, 15])).dims(), [5, 10]);
     }
 
     #[test]
@@ -858,7 +888,7 @@ total                      13610
                 assert_eq!(run_file.layers, preset.layers);
                 let preset = preset.init::<B>(&device).unwrap();
                 let run_file = copy_params(&preset, run_file.init::<B>(&device).unwrap());
-                let x = images([3, 1, 28, 28]);
+                let x = images(4, [3, 1, 28, 28]);
                 let difference = max_difference(preset.forward(x.clone()), run_file.forward(x));
                 assert_eq!(difference, 0.0, "{kernels:?}: {layers}");
             }
@@ -875,13 +905,13 @@ total                      13610
     #[test]
     fn custom_and_burn_kernel_paths_agree() {
         let device = Default::default();
-        let custom = initialized(config([2, 21, 20], MIXED).init::<B>(&device).unwrap());
+        let custom = redrawn(config([2, 21, 20], MIXED).init::<B>(&device).unwrap(), 5);
         let burn = config([2, 21, 20], MIXED)
             .with_kernels(KernelPath::Burn)
             .init::<B>(&device)
             .unwrap()
             .load_record(custom.clone().into_record());
-        let x = images([3, 2, 21, 20]);
+        let x = images(5, [3, 2, 21, 20]);
         let difference = max_difference(custom.forward(x.clone()), burn.forward(x));
         assert!(difference < 1e-5, "{difference}");
     }
@@ -901,6 +931,10 @@ total                      13610
         }
     }
 
+    /// Seeded: the paths sum in other orders, and where a draw puts a value within rounding of
+    /// a kink (a ReLU input at zero, two values of a pool window that tie) they take the two
+    /// one-sided gradients there. 15 of 600 unseeded runs failed so, and 53 of seeds 0–599,
+    /// each failing in every run; with no ReLU or pool in the network, none of 600 seeds.
     #[test]
     fn custom_and_burn_kernel_paths_train_alike() {
         let device = Default::default();
@@ -910,20 +944,22 @@ total                      13610
                 .init::<Autodiff<B>>(&device)
                 .unwrap()
         };
-        let custom = initialized(init(KernelPath::Custom));
-        let burn = init(KernelPath::Burn).load_record(custom.clone().into_record());
-        let x = images::<Autodiff<B>>([8, 2, 21, 20]);
-        let mut all = Vec::new();
-        for cnn in [custom, burn] {
-            let gradients = cnn.forward(x.clone()).powi_scalar(2).sum().backward();
-            let mut visitor = Gradients(&gradients, Vec::new());
-            cnn.visit(&mut visitor);
-            all.push(visitor.1);
-        }
-        // Weight and bias of 3 convolutions and 3 dense layers, scale and shift of 2 norms.
-        assert_eq!((all[0].len(), all[1].len()), (16, 16));
-        for (custom, burn) in all[0].iter().zip(&all[1]) {
-            custom.assert_approx_eq::<f32>(burn, Tolerance::rel_abs(1e-3, 1e-4));
+        for seed in 0..4 {
+            let custom = redrawn(init(KernelPath::Custom), seed);
+            let burn = init(KernelPath::Burn).load_record(custom.clone().into_record());
+            let x = images::<Autodiff<B>>(seed, [8, 2, 21, 20]);
+            let mut all = Vec::new();
+            for cnn in [custom, burn] {
+                let gradients = cnn.forward(x.clone()).powi_scalar(2).sum().backward();
+                let mut visitor = Gradients(&gradients, Vec::new());
+                cnn.visit(&mut visitor);
+                all.push(visitor.1);
+            }
+            // Weight and bias of 3 convolutions and 3 dense layers, scale and shift of 2 norms.
+            assert_eq!((all[0].len(), all[1].len()), (16, 16));
+            for (custom, burn) in all[0].iter().zip(&all[1]) {
+                custom.assert_approx_eq::<f32>(burn, Tolerance::rel_abs(1e-3, 1e-4));
+            }
         }
     }
 }
