@@ -21,6 +21,7 @@ use cubenet::model::{
     SimpleCnnConfig, Width,
 };
 use cubenet_kernels::AutodiffKernelBackend;
+use cubenet_kernels::testing::Redraw;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -51,17 +52,19 @@ fn max_relative_diff(ours: &[f32], reference: &[f32]) -> f32 {
 type ModelFor = fn(KernelPath) -> ImageModelConfig;
 
 /// The model with cubenet's kernels on `B` and Burn's ops on the CPU, with the same weights
-/// (drawn on the CPU with `seed`).
+/// (drawn with `seed`, the same in every run).
 fn twin_models<B: AutodiffKernelBackend>(
     config: ModelFor,
     seed: u64,
     device: &B::Device,
 ) -> (ImageModel<B>, ImageModel<Cpu>) {
     let cpu = Default::default();
-    Cpu::seed(&cpu, seed);
     // Parameters initialize lazily, and a clone of an uninitialized one draws its own
-    // values: move one set of loaded (initialized) weights between the models.
-    let reference = config(KernelPath::Burn).init::<Cpu>(&cpu).unwrap();
+    // values: move one set of drawn weights between the models.
+    let reference = config(KernelPath::Burn)
+        .init::<Cpu>(&cpu)
+        .unwrap()
+        .map(&mut Redraw::new(seed));
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let bytes = recorder
         .record(reference.clone().into_record(), ())
