@@ -1,7 +1,7 @@
 //! Times cubenet's kernels against Burn's on one device in one run: the single-conv CNN's
 //! layer op by op, or (`--cifar`) each conv·ReLU·pool block of the CIFAR-shaped network
 //! forward + backward, as a training step runs it (whole steps: `cubenet bench`;
-//! `bench/pytorch_reference.py --blocks` times the same blocks in PyTorch).
+//! `pytorch/pytorch_reference.py --blocks` times the same blocks in PyTorch).
 //!
 //! ```text
 //! cargo run --release --example kernel_bench --features cuda -- --json kernels.json
@@ -13,8 +13,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use cubenet::atomic_file::write_atomically;
-use cubenet::backend::BackendKind;
 use cubenet::bench::{KernelBenchPlan, OpSection, Protocol, compare_kernels_on};
+use cubenet::device::BackendKind;
 use serde::Serialize;
 
 #[derive(Debug, Parser)]

@@ -12,11 +12,11 @@ use std::process::ExitCode;
 
 use anyhow::ensure;
 use clap::Parser;
-use cubenet::backend::BackendKind;
 use cubenet::data::synthetic::{self, LINEAR_BIAS, LINEAR_WEIGHTS};
+use cubenet::device::BackendKind;
 use cubenet::model::Task;
 use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TestMetrics};
-use cubenet::train::{DenseValues, SavedRun};
+use cubenet::train::{DenseValues, SavedModel};
 
 #[derive(Debug, Parser)]
 #[command(about = "Fit a linear model with a no-hidden-layer net")]
@@ -52,7 +52,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         &args.artifact_dir,
     )?;
 
-    let model = SavedRun::load_tabular(&args.artifact_dir, Some(args.backend))?;
+    let model = SavedModel::load_tabular(&args.artifact_dir, Some(args.backend))?;
     let DenseValues {
         weight: weights,
         bias,

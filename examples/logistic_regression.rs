@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use cubenet::backend::BackendKind;
 use cubenet::data::synthetic::{self, LINEAR_BIAS, LINEAR_WEIGHTS};
 use cubenet::data::{SplitRatios, Table};
+use cubenet::device::BackendKind;
 use cubenet::model::Task;
 use cubenet::train::tabular::{OptimizerConfig, TabularConfig};
 

@@ -17,9 +17,9 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::{Parser, ValueEnum};
 use cubenet::error_line::error_line;
-use cubenet::model::{KernelPath, Precision};
-use cubenet::run_config::{DataSection, ModelSection, RunConfig};
-use cubenet::run_flags::RunFlags;
+use cubenet::model::{Kernels, Precision};
+use cubenet::run_file::RunFlags;
+use cubenet::run_file::{DataSection, ModelSection, RunConfig};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum ModelKind {
@@ -55,7 +55,7 @@ struct Args {
     /// `model.kernels`: cubenet's kernels or Burn's ops for the conv·ReLU·pool blocks and
     /// linear layers
     #[arg(long, value_enum)]
-    kernels: Option<KernelPath>,
+    kernels: Option<Kernels>,
     /// `model.precision`: fp32, or tf32 or bf16 on the tensor cores (CUDA) in multi-channel
     /// convolutions
     #[arg(long)]

@@ -13,9 +13,9 @@ use std::process::ExitCode;
 
 use burn::data::dataset::Dataset;
 use clap::{Parser, ValueEnum};
-use cubenet::backend::BackendKind;
 use cubenet::bench::{SpeedrunConfig, SpeedrunResult, speedrun_on};
-use cubenet::data::{MnistSource, Split};
+use cubenet::data::{MnistSource, MnistSplit};
+use cubenet::device::BackendKind;
 use cubenet::error_line::error_line;
 use cubenet::model::{ImageModelConfig, LeNetConfig, Precision, SimpleCnnConfig};
 
@@ -112,8 +112,8 @@ fn run(args: Args) -> anyhow::Result<bool> {
         Some(dir) => MnistSource::Dir(dir.clone()),
         None => MnistSource::Download,
     };
-    let train = source.subset(Split::Train)?;
-    let test = source.subset(Split::Test)?;
+    let train = source.subset(MnistSplit::Train)?;
+    let test = source.subset(MnistSplit::Test)?;
     anyhow::ensure!(
         args.batch_size > 0 && args.batch_size <= train.len(),
         "--batch-size must be between 1 and the {} training images",

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use cubenet::backend::BackendKind;
 use cubenet::data::synthetic;
-use cubenet::run_config::{Job, RunConfig};
+use cubenet::device::BackendKind;
+use cubenet::run_file::{Job, RunConfig};
 
 #[derive(Debug, Parser)]
 #[command(about = "Classify points by quadrant parity")]

@@ -18,12 +18,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource, synthetic};
+use cubenet::device::BackendKind;
 use cubenet::model::{Activation, Task};
-use cubenet::train::claim_artifact_dir;
 use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularJob};
-use cubenet::train::{Run, SavedRun};
+use cubenet::train::{Run, RunDir, SavedModel};
 
 #[derive(Debug, Parser)]
 #[command(about = "Train an MLP on an 800k-row regression CSV")]
@@ -48,7 +47,7 @@ struct Args {
 fn run(args: Args) -> anyhow::Result<()> {
     // The generated table is kept in a folder of the artifact directory (not beside the
     // files runs write there), so later runs reuse it.
-    claim_artifact_dir(&args.artifact_dir, &[])?;
+    let run_dir = RunDir::claim(&args.artifact_dir, &[])?;
     let data_dir = args.artifact_dir.join("data");
     std::fs::create_dir_all(&data_dir)?;
     let csv = data_dir.join(format!("market-{}.csv", args.rows));
@@ -91,15 +90,14 @@ fn run(args: Args) -> anyhow::Result<()> {
         config,
         data: TableSource::Csv(csv),
     };
-    let run = Run::new(job, &args.artifact_dir);
-    let report = run.launch(args.backend)?;
+    let report = job.launch(Run::fresh(run_dir), args.backend)?;
     println!("{report}");
 
     // Predictions for rows the net has never seen.
     let new_rows = args.artifact_dir.join("new-rows.csv");
     synthetic::market(1000, args.seed + 1).write_csv(&new_rows)?;
     let predictions = args.artifact_dir.join("predictions.csv");
-    let model = SavedRun::load_tabular(&args.artifact_dir, Some(args.backend))?;
+    let model = SavedModel::load_tabular(&args.artifact_dir, Some(args.backend))?;
     let rows = model.predict_csv(&new_rows, &predictions)?;
     println!("wrote {rows} predictions to {}", predictions.display());
     Ok(())

@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use anyhow::ensure;
 use clap::Parser;
-use cubenet::backend::BackendKind;
 use cubenet::data::synthetic;
+use cubenet::device::BackendKind;
 use cubenet::model::{Activation, Task};
 use cubenet::train::RunError;
 use cubenet::train::tabular::{

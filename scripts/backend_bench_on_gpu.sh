@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The backend benchmark (`cubenet bench`: the same training step on every backend) on a GPU
 # machine without a Rust toolchain, in stages that each fit a 10-minute device call
-# (docs/BENCHMARKS.md was made this way). Build `cubenet` here with --all-features (and the
+# (docs/benchmarks/ was measured this way). Build `cubenet` here with --all-features (and the
 # mnist_speedrun example for `headline`), then pack the binaries into .device-bin/ (see
 # scripts/device_bin.sh), with MNIST's IDX files in .device-bin/mnist. Then, on the GPU
 # machine, with $OUT for the results:
@@ -28,7 +28,7 @@ mkdir -p "$out"
 source scripts/device_bin.sh
 mnist=$bin/mnist
 bench() { local name=$1 limit=$2; shift 2; run "$name" "$limit" "$bin/cubenet" bench --out "$out/$name" "$@"; }
-torch() { local name=$1 limit=$2; shift 2; run "$name" "$limit" python3 bench/pytorch_reference.py --out "$out/$name.json" "$@"; }
+torch() { local name=$1 limit=$2; shift 2; run "$name" "$limit" python3 pytorch/pytorch_reference.py --out "$out/$name.json" "$@"; }
 
 export CUBECL_AUTOTUNE_LEVEL=minimal
 case $stage in

@@ -104,7 +104,7 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
       run export-eval-run 120 "$bin/cubenet" eval --model-dir $dir --data-dir "$bin/mnist"
       run export-eval-export 120 "$bin/cubenet" eval --model-dir $dir/export --backend cuda \
         --data-dir "$bin/mnist"
-      run export-pytorch 120 python3 bench/exported_accuracy.py $dir/export/model.json \
+      run export-pytorch 120 python3 pytorch/exported_accuracy.py $dir/export/model.json \
         "$bin/mnist"
       tail -1 "$logs/export-train.md" "$logs/export-eval-run.md" "$logs/export-eval-export.md" \
         "$logs/export-pytorch.md"
@@ -164,7 +164,7 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
       # with TF32 off).
       single="--models simple --batches 100,1000 --sweep-batches-at-filters 256 --filters 32 --sweep-filters-at-batch 1000"
       for i in 1 2; do
-        [ $i = 2 ] && run table-pytorch 330 python3 bench/pytorch_reference.py --models simple,lenet,cifar \
+        [ $i = 2 ] && run table-pytorch 330 python3 pytorch/pytorch_reference.py --models simple,lenet,cifar \
           --batches 100,128,250,500,512,1000 --sweep-batches-at-filters 256 --filters 32 \
           --sweep-filters-at-batch 1000 --variants eager,compile --repeats 50 --no-epoch \
           --out "$logs/pytorch.json"
@@ -177,11 +177,11 @@ for stage in "${@:?usage: $0 check|bench|quality|ab|profile|table|blocks|export|
     blocks)
       has kernel_bench mnist_speedrun || continue
       run blocks-cubenet 60 "$bin/kernel_bench" --backend cuda --cifar --batches 128,512 --repeats 50
-      run blocks-pytorch 150 python3 bench/pytorch_reference.py --blocks --batches 128,512 \
+      run blocks-pytorch 150 python3 pytorch/pytorch_reference.py --blocks --batches 128,512 \
         --variants eager,compile --repeats 50 --out "$logs/pytorch-blocks.json"
-      run gemm-floor 90 python3 bench/gemm_floor.py --out "$logs/gemm-floor.json"
+      run gemm-floor 90 python3 pytorch/gemm_floor.py --out "$logs/gemm-floor.json"
       run speedrun 60 "$bin/mnist_speedrun" --backend cuda --data-dir "$bin/mnist"
-      run speedrun-pytorch 150 python3 bench/pytorch_speedrun.py --data-dir "$bin/mnist"
+      run speedrun-pytorch 150 python3 pytorch/pytorch_speedrun.py --data-dir "$bin/mnist"
       cat "$logs"/blocks-*.md "$logs/gemm-floor.md"; tail -4 "$logs"/speedrun*.md
       ;;
     *) echo "unknown stage $stage (check, bench, quality, ab, profile, table, blocks or export)" >&2; exit 2 ;;

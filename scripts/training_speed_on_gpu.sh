@@ -48,7 +48,7 @@ done
 # The design card: `cargo run --release --example mnist_cnn --features cuda` with its
 # defaults, the whole command timed: with both of CubeCL's caches cold, then both warm, then
 # with the autotune cache warm (in target/) and the compiled kernels' cache (in the user's
-# cache directory, src/kernel_cache.rs) empty again, as every run was before cubenet kept it.
+# cache directory, src/device/kernel_cache.rs) empty again, as every run was before cubenet kept it.
 wants design-card && {
   kernels=$(mktemp -d)
   for attempt in cold warm compiled-kernels-cold; do
@@ -82,9 +82,9 @@ wants cifar && for build in $builds; do
 done
 
 # PyTorch: DataLoader loop and data on the GPU.
-wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --data-dir "$bin/mnist" \
+wants pytorch && PYTHONUNBUFFERED=1 python3 pytorch/pytorch_training_loop.py --data-dir "$bin/mnist" \
   --batches "$batches" 2>&1 | grep -v Warning | tee "$logs/pytorch-loop.md"
-wants pytorch && PYTHONUNBUFFERED=1 python3 bench/pytorch_training_loop.py --model cifar --batches 512 \
+wants pytorch && PYTHONUNBUFFERED=1 python3 pytorch/pytorch_training_loop.py --model cifar --batches 512 \
   2>&1 | grep -v Warning | tee -a "$logs/pytorch-loop.md"
 
 # Where a real run's wall time goes (scripts/cuda_timeline): the host and device timeline of
@@ -108,9 +108,9 @@ wants timeline && {
   timeline cifar-b512 "$bin/cubenet" train --backend cuda --config configs/cifar_cnn.toml \
     --set "data.dir=$work/cifar-records" --set training.workers=0 --epochs 3 \
     --artifact-dir "$work/timeline-cifar"
-  timeline "pytorch-lenet-b$batch" python3 bench/pytorch_training_loop.py --data-dir "$bin/mnist" \
+  timeline "pytorch-lenet-b$batch" python3 pytorch/pytorch_training_loop.py --data-dir "$bin/mnist" \
     --loops on-gpu --batches "$batch"
-  timeline pytorch-cifar-b512 python3 bench/pytorch_training_loop.py --model cifar --loops on-gpu \
+  timeline pytorch-cifar-b512 python3 pytorch/pytorch_training_loop.py --model cifar --loops on-gpu \
     --batches 512
   grep -h "training speed\|test accuracy\|images/s" "$logs"/timeline-*.log
 }
@@ -166,7 +166,7 @@ wants ddp && {
   # PyTorch's data-parallel loop (a process per GPU, DistributedDataParallel), LeNet at 256 per GPU.
   for devices in $sets; do
     n=$(( $(tr -cd , <<< "$devices" | wc -c) + 1 ))
-    torchrun --nproc-per-node "$n" bench/pytorch_training_loop.py --data-dir "$bin/mnist" \
+    torchrun --nproc-per-node "$n" pytorch/pytorch_training_loop.py --data-dir "$bin/mnist" \
       --loops on-gpu --batches 256 2>&1 | grep -v -i warn | tee "$logs/pytorch-ddp-x$n.md" | grep lenet
   done
   for devices in ${sets#0}; do

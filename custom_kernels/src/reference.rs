@@ -8,9 +8,10 @@ use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, FloatTensor, IntTensor};
 use burn::tensor::{Slice, TensorMetadata};
 
+use crate::tensor_ops::{float, from_float};
 use crate::{
     AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, NO_ARGMAX,
-    PendingRead, PoolOptions2d, float, from_float,
+    PendingRead, PoolOptions2d,
 };
 
 fn burn_conv_options(options: ConvOptions2d) -> ConvOptions<2> {

@@ -71,7 +71,7 @@ pub fn skip_missing_device(runtime: &str, reason: &str) {
 /// Redraws a module's drawn parameters from a generator of its own, seeded, as Burn's default
 /// initializers draw them: a weight (outputs first) uniform in ±1/√(its inputs per output), a
 /// bias in the bound of the weight before it. Parameters holding one repeated value (batch
-/// norm's scale, shift and statistics) stay. Use it as `module.map(&mut Redraw::new(seed))`.
+/// norm's scale, shift and statistics) stay. Use it as `module.map(&mut SeededInit::new(seed))`.
 ///
 /// Burn draws from one generator for the whole process, which every test thread shares: a
 /// model drawn beside other tests gets other weights in each run, `B::seed` or not. Two
@@ -79,12 +79,12 @@ pub fn skip_missing_device(runtime: &str, reason: &str) {
 /// rounding of a kink (a ReLU input at zero, two values of a max-pool window that tie) and
 /// each path takes a different one-sided gradient; with fixed weights a test passes or fails
 /// in every run.
-pub struct Redraw {
+pub struct SeededInit {
     rng: StdRng,
     bound: f32,
 }
 
-impl Redraw {
+impl SeededInit {
     pub fn new(seed: u64) -> Self {
         Self {
             rng: StdRng::seed_from_u64(seed),
@@ -93,7 +93,7 @@ impl Redraw {
     }
 }
 
-impl<B: Backend> ModuleMapper<B> for Redraw {
+impl<B: Backend> ModuleMapper<B> for SeededInit {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
         param.map(|tensor| {
             let drawn = tensor.to_data().convert::<f32>().to_vec::<f32>().unwrap();
@@ -131,7 +131,7 @@ mod tests {
     fn redraws_the_same_weights_for_a_seed_within_burns_bounds() {
         let device = Default::default();
         let conv = || -> Conv2d<NdArray> { Conv2dConfig::new([2, 3], [3, 3]).init(&device) };
-        let [a, b, c] = [7, 7, 8].map(|seed| conv().map(&mut Redraw::new(seed)));
+        let [a, b, c] = [7, 7, 8].map(|seed| conv().map(&mut SeededInit::new(seed)));
         assert_eq!(values(&a.weight), values(&b.weight));
         assert_eq!(values(&a.bias.clone().unwrap()), values(&b.bias.unwrap()));
         assert_ne!(values(&a.weight), values(&c.weight));
@@ -144,7 +144,7 @@ mod tests {
 
         let norm = BatchNormConfig::new(4)
             .init::<NdArray>(&device)
-            .map(&mut Redraw::new(7));
+            .map(&mut SeededInit::new(7));
         assert_eq!(values(&norm.gamma), [1.0; 4]);
         assert_eq!(values(&norm.beta), [0.0; 4]);
     }

@@ -3,17 +3,14 @@
 //! own share of every epoch's batches and its own replica of the model; in each step NCCL
 //! averages the replicas' gradients, so every replica takes the same Adam step.
 //!
-//! The command's sources are the root package's (`src/bin/cubenet`); this file only
-//! registers the DDP strategy for CUDA before running them. Why this is a package of its
+//! The command is the library's (`cubenet::cli`); this file only registers the DDP
+//! strategy for CUDA before running it. Why this is a package of its
 //! own: see `Cargo.toml` and `cubenet::train::data_parallel`.
 //!
 //! ```text
 //! cargo build --release --manifest-path ddp/Cargo.toml
 //! ddp/target/release/cubenet train --config configs/lenet.toml --devices 0,1
 //! ```
-
-#[path = "../../src/bin/cubenet/main.rs"]
-mod cubenet_command;
 
 use std::process::ExitCode;
 use std::sync::{Arc, Barrier, PoisonError, RwLock};
@@ -41,7 +38,7 @@ fn main() -> ExitCode {
         strategy: nccl_ddp,
         average: nccl_average,
     });
-    cubenet_command::main()
+    cubenet::cli::main()
 }
 
 /// The current data-parallel run's GPUs and the replicas' meeting point, set when its
@@ -64,7 +61,7 @@ struct Replicas {
 /// 4-GPU runs), so the optimizer's one all-reduce per step ([`nccl_average`], from each
 /// replica's own thread) is the only one.
 fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> {
-    cubenet::nccl::locate().map_err(|e| e.to_string())?;
+    cubenet::device::nccl::locate().map_err(|e| e.to_string())?;
     let replicas = Replicas {
         devices: devices.iter().map(|device| device.to_id()).collect(),
         step: Barrier::new(devices.len()),
@@ -83,7 +80,7 @@ fn nccl_ddp(devices: Vec<CudaDevice>) -> Result<ExecutionStrategy<Ddp>, String> 
 /// The replicas first meet on the host: a replica a step ahead would leave an all-reduce on
 /// its GPU that no other GPU has joined yet, and burn-train's one event processor, reading
 /// that replica's metrics while the others wait for it to take their events, would wait
-/// forever (measured: the first 2-GPU run without the meeting hung within one epoch).
+/// forever.
 /// Before it waits there, a replica hands its GPU's device thread the tasks still in its
 /// CubeCL queue, which starts on them only when 32 have gathered or the queue is flushed: the
 /// GPU finishes the step's backward pass while the host waits. Only the queue: the client's

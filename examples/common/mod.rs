@@ -7,11 +7,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::ensure;
-use cubenet::backend::BackendKind;
 use cubenet::data::{Table, TableSource};
+use cubenet::device::BackendKind;
 use cubenet::error_line::error_line;
 use cubenet::train::Run;
-use cubenet::train::claim_artifact_dir;
+use cubenet::train::RunDir;
 use cubenet::train::tabular::{TabularConfig, TabularJob, TabularReport, TestMetrics};
 
 /// Writes `table` to `artifact_dir/data/csv_name`, trains `config` on that file on
@@ -23,7 +23,7 @@ pub fn train_on_csv(
     backend: BackendKind,
     artifact_dir: &Path,
 ) -> anyhow::Result<TabularReport> {
-    claim_artifact_dir(artifact_dir, &[])?;
+    let run_dir = RunDir::claim(artifact_dir, &[])?;
     let data_dir = artifact_dir.join("data");
     std::fs::create_dir_all(&data_dir)?;
     let csv = data_dir.join(csv_name);
@@ -32,8 +32,7 @@ pub fn train_on_csv(
         config,
         data: TableSource::Csv(csv),
     };
-    let run = Run::new(job, artifact_dir);
-    let report = run.launch(backend)?;
+    let report = job.launch(Run::fresh(run_dir), backend)?;
     println!("{report}");
     Ok(report)
 }

@@ -3,7 +3,7 @@
 //! never a panic.
 #![no_main]
 
-use cubenet::run_config::RunConfig;
+use cubenet::run_file::RunConfig;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {

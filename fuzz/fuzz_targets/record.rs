@@ -16,7 +16,7 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{Adam, Optimizer};
 use cubenet::data::MNIST_SHAPE;
 use cubenet::model::ImageModel;
-use cubenet::run_config::{Job, RunConfig};
+use cubenet::run_file::{Job, RunConfig};
 use cubenet::train::{decode_model_record, decode_record};
 use libfuzzer_sys::fuzz_target;
 

@@ -2,7 +2,9 @@
 //! (training steps, phase breakdowns, real epochs and data-parallel scaling per variant;
 //! reports, tables, plots).
 
+mod block_shape;
 mod charts;
+mod command;
 mod epoch;
 mod ops;
 mod phases;
@@ -16,10 +18,11 @@ mod table;
 mod timing;
 mod variant;
 
+pub use block_shape::BlockShape;
+pub use command::{BenchArgs, BenchError, run_bench};
 pub use epoch::{EpochResult, time_epoch};
 pub use ops::{
-    BlockShape, KernelBenchPlan, OpComparison, OpSection, compare_blocks, compare_kernels_on,
-    compare_ops,
+    KernelBenchPlan, OpComparison, OpSection, compare_blocks, compare_kernels_on, compare_ops,
 };
 pub use phases::{PHASES, time_phases};
 pub use report::{

@@ -10,9 +10,10 @@ use cubenet_kernels::{
 };
 use serde::Serialize;
 
+use super::block_shape::BlockShape;
 use super::sweep::BenchModel;
 use super::timing::{Protocol, Timing, time_synced};
-use crate::backend::{BackendError, BackendKind, BackendTask, run_on};
+use crate::device::{BackendError, BackendKind, BackendTask, run_on};
 
 /// One op timed both ways.
 #[derive(Debug, Clone, Serialize)]
@@ -289,29 +290,6 @@ pub fn compare_ops<B: KernelBackend>(
             }),
         ),
     ]
-}
-
-/// A conv·bias·ReLU·2×2-max-pool block: the shape of its input (`[channels, height,
-/// width]`), its filters, and its square kernel and zero padding (stride 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockShape {
-    pub input: [usize; 3],
-    pub filters: usize,
-    pub kernel: usize,
-    pub padding: usize,
-}
-
-impl BlockShape {
-    /// The shape of the block's pooled output, `[channels, height, width]`.
-    pub fn output(&self) -> [usize; 3] {
-        let [_, h, w] = self.input;
-        let [conv_h, conv_w] = self.conv().output_size([h, w], [self.kernel, self.kernel]);
-        [self.filters, conv_h / 2, conv_w / 2]
-    }
-
-    fn conv(&self) -> ConvOptions2d {
-        ConvOptions2d::new([1, 1], [self.padding; 2])
-    }
 }
 
 /// Times each of `blocks` (a network's, in order) forward and backward together, as a

@@ -17,7 +17,7 @@ use cubenet_kernels::AutodiffKernelBackend;
 use super::step::{SgdStep, random_batch};
 use super::sweep::BenchModel;
 use super::timing::{Protocol, Timing, sync};
-use crate::model::{ImageModel, KernelPath, SimpleCnnConfig};
+use crate::model::{ImageModel, Kernels, SimpleCnnConfig};
 
 /// The phases, in the order a step runs them.
 pub const PHASES: [&str; 6] = [
@@ -67,7 +67,7 @@ pub fn time_phases<B: AutodiffKernelBackend>(
     device: &B::Device,
     filters: usize,
     batch: usize,
-    kernels: KernelPath,
+    kernels: Kernels,
     protocol: Protocol,
 ) -> Vec<Timing> {
     B::seed(device, 0);

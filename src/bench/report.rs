@@ -1,5 +1,5 @@
 //! The results of a backend benchmark as one JSON schema, written by `cubenet bench` and
-//! by `bench/pytorch_reference.py` alike, so that runs merge into one table.
+//! by `pytorch/pytorch_reference.py` alike, so that runs merge into one table.
 
 use std::fs;
 use std::path::{Path, PathBuf};

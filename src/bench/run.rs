@@ -11,8 +11,8 @@ use super::report::{EpochRecord, PhaseRecord, Report, ScalingRecord, Source, Ste
 use super::step::time_training_step;
 use super::sweep::{BenchPlan, Point};
 use super::variant::Variant;
-use crate::backend::{BackendError, BackendKind, BackendTask, run_on};
 use crate::data::ImageSubset;
+use crate::device::{BackendError, BackendKind, BackendTask, run_on};
 
 /// One finished measurement, handed over as soon as it is made so that a run cut off by a
 /// time limit keeps what it measured.

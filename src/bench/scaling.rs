@@ -14,9 +14,9 @@ use rand::{RngExt, SeedableRng};
 use super::report::ScalingRecord;
 use super::sweep::{BenchModel, Point};
 use super::variant::{BurnSetup, Variant};
-use crate::backend::{BackendError, BackendKind, BackendTask, devices_at, run_on};
 use crate::data::{ChannelStats, ImageSet, ImageShape, ImageSubset, NUM_CLASSES};
-use crate::train::{ImageSplits, ImageTrainingConfig, RunContext, TrainError, train};
+use crate::device::{BackendError, BackendKind, BackendTask, devices_at, run_on};
+use crate::train::{ImageSplits, ImageTrainingConfig, Run, RunDir, TrainError, train};
 
 /// Seeds the generated images and the networks' weights.
 const SEED: u64 = 7;
@@ -104,9 +104,9 @@ impl ScalingRun<'_> {
         .with_workers(self.plan.workers)
         .with_devices(devices.to_vec());
         config.model = config.model.fit(splits.shape(), splits.classes().len())?;
-        let run = RunContext::<B>::new(dir, default.clone())
-            .on_devices(devices_at::<B>(kind, default, devices)?);
-        let (_, speed) = train(&config, &splits, &run)?;
+        let run = Run::fresh(RunDir::claim(dir, &[])?);
+        let devices = devices_at::<B>(kind, default, devices)?;
+        let (_, speed) = train::<B>(&config, &splits, &run, &devices)?;
         Ok(speed.expect("two epochs trained").images_per_second)
     }
 }

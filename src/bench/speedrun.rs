@@ -25,8 +25,8 @@ use serde::Serialize;
 use super::epoch::on_device;
 use super::step::train_step;
 use super::timing::sync;
-use crate::backend::{BackendKind, BackendTask, run_on};
 use crate::data::{ImageBatch, ImageSubset};
+use crate::device::{BackendKind, BackendTask, run_on};
 use crate::model::{ImageModel, ImageModelConfig, ModelError};
 use crate::train::{FusedSgdConfig, RunError, TrainError, evaluate};
 

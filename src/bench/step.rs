@@ -11,7 +11,7 @@ use super::sweep::Point;
 use super::timing::{Protocol, Timing, time_synced};
 use super::variant::BurnSetup;
 use crate::data::NUM_CLASSES;
-use crate::model::{ImageModel, KernelPath};
+use crate::model::{ImageModel, Kernels};
 use crate::train::{FusedSgd, FusedSgdConfig};
 
 /// Learning rate of the benchmarks' plain SGD (no momentum), as in `pytorch_reference.py`:
@@ -56,7 +56,7 @@ pub fn bench_model<B: AutodiffKernelBackend>(
 /// The benchmarks' training step: softmax cross-entropy and plain SGD at [`BENCH_LR`], each
 /// from the kernel path under test (cubenet's one-kernel loss and update, or Burn's).
 pub struct SgdStep<B: AutodiffKernelBackend> {
-    kernels: KernelPath,
+    kernels: Kernels,
     optimizer: Update<B>,
 }
 
@@ -67,10 +67,10 @@ enum Update<B: AutodiffKernelBackend> {
 }
 
 impl<B: AutodiffKernelBackend> SgdStep<B> {
-    pub fn new(kernels: KernelPath) -> Self {
+    pub fn new(kernels: Kernels) -> Self {
         let optimizer = match kernels {
-            KernelPath::Custom => Update::Fused(FusedSgdConfig::new().init()),
-            KernelPath::Burn => Update::Burn(SgdConfig::new().init()),
+            Kernels::Custom => Update::Fused(FusedSgdConfig::new().init()),
+            Kernels::Burn => Update::Burn(SgdConfig::new().init()),
         };
         SgdStep { kernels, optimizer }
     }

@@ -5,13 +5,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::ops::BlockShape;
+use super::block_shape::BlockShape;
 use super::timing::Protocol;
 use super::variant::Variant;
 use crate::data::{IMAGE_PIXELS, IMAGE_SIDE, NUM_CLASSES};
 use crate::model::{
-    Activation, CnnConfig, ConvSpec, ImageModelConfig, KernelPath, LayerSpec, LeNetConfig,
-    MlpConfig, Precision, SimpleCnnConfig, Width,
+    Activation, CnnConfig, ConvSpec, ImageModelConfig, Kernels, LayerSpec, LeNetConfig, MlpConfig,
+    Precision, SimpleCnnConfig, Width,
 };
 
 /// Hidden widths of the benchmark's MLP (784 → 256 → 128 → 10, ReLU).
@@ -54,7 +54,7 @@ impl BenchModel {
     pub fn config(
         self,
         filters: Option<usize>,
-        kernels: KernelPath,
+        kernels: Kernels,
         precision: Precision,
     ) -> ImageModelConfig {
         match self {

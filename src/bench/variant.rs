@@ -5,14 +5,14 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::BackendKind;
-use crate::model::{KernelPath, Precision};
+use crate::device::BackendKind;
+use crate::model::{Kernels, Precision};
 
 /// A Burn variant's backend, kernel path and convolution precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BurnSetup {
     pub backend: BackendKind,
-    pub kernels: KernelPath,
+    pub kernels: Kernels,
     pub precision: Precision,
 }
 
@@ -58,9 +58,9 @@ pub enum Variant {
     WgpuBurn,
     /// wgpu (Vulkan), cubenet's kernels.
     WgpuCubenet,
-    /// PyTorch eager with cuDNN (from `bench/pytorch_reference.py`).
+    /// PyTorch eager with cuDNN (from `pytorch/pytorch_reference.py`).
     PytorchEager,
-    /// PyTorch with `torch.compile` (from `bench/pytorch_reference.py`).
+    /// PyTorch with `torch.compile` (from `pytorch/pytorch_reference.py`).
     PytorchCompile,
     /// PyTorch eager with TF32 allowed in cuDNN and cuBLAS.
     PytorchEagerTf32,
@@ -71,7 +71,7 @@ pub enum Variant {
     PytorchEagerBf16,
     /// `torch.compile` with bf16 autocast and channels_last.
     PytorchCompileBf16,
-    /// PyTorch eager on the CPU (from `bench/pytorch_reference.py --device cpu`).
+    /// PyTorch eager on the CPU (from `pytorch/pytorch_reference.py --device cpu`).
     PytorchCpu,
 }
 
@@ -102,17 +102,17 @@ impl Variant {
     pub fn burn_setup(self) -> Option<BurnSetup> {
         let (backend, kernels) = match self {
             Variant::Ndarray | Variant::NdarraySingleThread => {
-                (BackendKind::Ndarray, KernelPath::Custom)
+                (BackendKind::Ndarray, Kernels::Custom)
             }
             Variant::NdarrayBurn | Variant::NdarrayBurnSingleThread => {
-                (BackendKind::Ndarray, KernelPath::Burn)
+                (BackendKind::Ndarray, Kernels::Burn)
             }
-            Variant::CudaBurn => (BackendKind::Cuda, KernelPath::Burn),
+            Variant::CudaBurn => (BackendKind::Cuda, Kernels::Burn),
             Variant::CudaCubenet | Variant::CudaCubenetTf32 | Variant::CudaCubenetBf16 => {
-                (BackendKind::Cuda, KernelPath::Custom)
+                (BackendKind::Cuda, Kernels::Custom)
             }
-            Variant::WgpuBurn => (BackendKind::Wgpu, KernelPath::Burn),
-            Variant::WgpuCubenet => (BackendKind::Wgpu, KernelPath::Custom),
+            Variant::WgpuBurn => (BackendKind::Wgpu, Kernels::Burn),
+            Variant::WgpuCubenet => (BackendKind::Wgpu, Kernels::Custom),
             Variant::PytorchEager
             | Variant::PytorchCompile
             | Variant::PytorchEagerTf32

@@ -114,7 +114,7 @@ fn corrupt(path: &Path, what: String) -> DataError {
 
 /// The bytes of an IDX file of unsigned bytes, for tests that write one.
 #[cfg(test)]
-pub(super) fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
+pub(crate) fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
     let mut bytes = vec![0, 0, TYPE_U8, dims.len() as u8];
     for d in dims {
         bytes.extend_from_slice(&d.to_be_bytes());

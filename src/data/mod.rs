@@ -4,52 +4,40 @@
 //! augmentation; numeric CSV tables, their splits and standardization, and device-resident row
 //! batches.
 
-mod augment;
-mod batcher;
-mod cifar;
 mod class_count;
-mod device_images;
-mod device_rows;
 mod epoch_shuffle;
 mod idx;
-mod idx_images;
-mod image_cache;
-mod image_folder;
-mod image_set;
-mod image_source;
-mod image_subset;
-mod mnist;
-mod split;
-pub mod synthetic;
-mod table;
-mod table_source;
+mod images;
+mod tables;
+
+pub use tables::synthetic;
 
 use std::path::PathBuf;
 
 use crate::atomic_file::WriteError;
 
-pub use augment::{Augment, batch_seed};
-pub use batcher::{ImageBatch, ImageBatcher};
-pub use cifar::{CIFAR10_CLASSES, read_cifar10};
 pub use class_count::{MAX_INFERRED_CLASSES, inferred_classes};
-pub use device_images::{DeviceImages, Pass};
-pub use device_rows::{DeviceRows, RowBatch};
 pub use epoch_shuffle::{EpochShuffled, epoch_order};
 pub use idx::{IdxArray, decode_idx, parse_idx, read_idx_file};
-pub use idx_images::{IdxFiles, read_idx_images};
-pub use image_folder::{
+pub use images::augment::{Augment, batch_seed};
+pub use images::batcher::{ImageBatch, ImageBatcher};
+pub use images::cifar::{CIFAR10_CLASSES, read_cifar10};
+pub use images::device_images::{DeviceImages, Pass};
+pub use images::idx_images::{IdxFiles, read_idx_images};
+pub use images::image_folder::{
     Channels, Decoding, Origin, image_files, is_image, read_image_file, read_image_folder,
 };
-pub use image_set::{ChannelStats, ImageSet, ImageShape};
-pub use image_source::{ImageSource, LoadedImages};
-pub use image_subset::{ImageItem, ImageSubset};
-pub use mnist::{
-    IMAGE_PIXELS, IMAGE_SIDE, MNIST_SHAPE, MnistSource, NUM_CLASSES, Split, mnist_classes,
+pub use images::image_set::{ChannelStats, ImageSet, ImageShape};
+pub use images::image_source::{ImageSource, LoadedImages};
+pub use images::image_subset::{ImageItem, ImageSubset};
+pub use images::mnist::{
+    IMAGE_PIXELS, IMAGE_SIDE, MNIST_SHAPE, MnistSource, MnistSplit, NUM_CLASSES, mnist_classes,
     mnist_normalization,
 };
-pub use split::{SplitRatios, Standardizer};
-pub use table::{Table, check_replaceable_csv, write_csv_atomically};
-pub use table_source::{Generator, TableSource};
+pub use tables::device_rows::{DeviceRows, RowBatch};
+pub use tables::split::{SplitRatios, Standardizer};
+pub use tables::table::{Table, check_replaceable_csv, write_csv_atomically};
+pub use tables::table_source::{Generator, TableSource};
 
 /// What can go wrong while loading data; every variant names the file it concerns.
 #[derive(Debug, thiserror::Error)]

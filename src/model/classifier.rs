@@ -7,8 +7,8 @@ use cubenet_kernels::{AutodiffKernelBackend, KernelBackend, Precision};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Cnn, CnnConfig, KernelPath, LeNetConfig, Mlp, MlpConfig, ModelError, Sequential,
-    SimpleCnnConfig, StepOutputs, with_fresh_leaves,
+    Cnn, CnnConfig, Kernels, LeNetConfig, Mlp, MlpConfig, ModelError, Sequential, SimpleCnnConfig,
+    StepOutputs, with_fresh_leaves,
 };
 use crate::data::{ImageBatch, ImageShape};
 
@@ -47,8 +47,8 @@ impl ImageModelConfig {
             ImageModelConfig::Cnn(c) => (c.kernels, c.precision),
         };
         match kernels {
-            KernelPath::Custom => precision,
-            KernelPath::Burn => Precision::Fp32,
+            Kernels::Custom => precision,
+            Kernels::Burn => Precision::Fp32,
         }
     }
 
@@ -114,9 +114,9 @@ pub enum ImageModel<B: Backend> {
 
 impl<B: Backend> ImageModel<B> {
     /// Which implementation runs the layers and the loss (the MLP is Burn's `Linear`s).
-    pub fn kernels(&self) -> KernelPath {
+    pub fn kernels(&self) -> Kernels {
         match self {
-            ImageModel::Mlp(_) => KernelPath::Burn,
+            ImageModel::Mlp(_) => Kernels::Burn,
             ImageModel::Cnn(m) => m.kernels(),
         }
     }

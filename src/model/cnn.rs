@@ -10,8 +10,8 @@ use cubenet_kernels::{ConvOptions2d, KernelBackend, NO_ARGMAX, PoolOptions2d, Pr
 
 use super::geometry::{check_nonzero, conv_output, pool_output};
 use super::{
-    AfterConv, ConvBlock, ConvSpec, Dense, KernelPath, LayerSpec, LayerSpecs, ModelError,
-    Sequential, TorchLayer, Width,
+    AfterConv, ConvBlock, ConvSpec, Dense, FeatureShape, Kernels, LayerSpec, LayerSpecs,
+    ModelError, Sequential, TorchLayer, Width,
 };
 
 /// Configuration of [`Cnn`].
@@ -24,49 +24,12 @@ pub struct CnnConfig {
     /// The layers, input side first; the last is `dense = "classes"`.
     pub layers: LayerSpecs,
     /// Which implementation runs the convolutions, pools and dense layers.
-    #[config(default = "KernelPath::Custom")]
-    pub kernels: KernelPath,
+    #[config(default = "Kernels::Custom")]
+    pub kernels: Kernels,
     /// How cubenet's kernels multiply in the convolutions (`tf32`, `bf16`: on the tensor
     /// cores).
     #[config(default = "Precision::Fp32")]
     pub precision: Precision,
-}
-
-/// One image's activations between two layers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// Feature maps `[channels, height, width]`.
-    Maps([usize; 3]),
-    /// Features, from the first dense layer on.
-    Flat(usize),
-}
-
-impl Shape {
-    /// Values per image: what a dense layer flattens the maps into.
-    pub fn values(self) -> usize {
-        match self {
-            Shape::Maps([c, h, w]) => c * h * w,
-            Shape::Flat(n) => n,
-        }
-    }
-
-    /// What a convolution reads and batch normalization normalizes over: the channels of
-    /// maps, or the features.
-    pub fn features(self) -> usize {
-        match self {
-            Shape::Maps([c, ..]) => c,
-            Shape::Flat(n) => n,
-        }
-    }
-}
-
-impl fmt::Display for Shape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Shape::Maps([c, h, w]) => write!(f, "{c}x{h}x{w}"),
-            Shape::Flat(n) => write!(f, "{n}"),
-        }
-    }
 }
 
 /// One layer of a checked [`CnnConfig`].
@@ -74,7 +37,7 @@ impl fmt::Display for Shape {
 pub struct LayerSummary {
     pub layer: LayerSpec,
     /// Its output for one image.
-    pub output: Shape,
+    pub output: FeatureShape,
     /// Parameters as Burn's `num_params` counts them: weights and biases, and batch
     /// norm's scale, shift, running mean and running variance.
     pub params: usize,
@@ -83,13 +46,13 @@ pub struct LayerSummary {
 /// The checked network, layer by layer; its `Display` is the table a run prints first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CnnSummary {
-    pub input: Shape,
+    pub input: FeatureShape,
     pub layers: Vec<LayerSummary>,
 }
 
 impl CnnSummary {
     /// The activations between the layers: the input, then each layer's output.
-    pub fn shapes(&self) -> Vec<Shape> {
+    pub fn shapes(&self) -> Vec<FeatureShape> {
         std::iter::once(self.input)
             .chain(self.layers.iter().map(|layer| layer.output))
             .collect()
@@ -133,7 +96,7 @@ impl CnnConfig {
     pub fn summary(&self) -> Result<CnnSummary, ModelError> {
         check_nonzero("input", "image size", self.input)?;
         check_nonzero("output", "classes", [self.classes])?;
-        let input = Shape::Maps(self.input);
+        let input = FeatureShape::Maps(self.input);
         let mut shape = input;
         let mut layers = Vec::with_capacity(self.layers.len());
         for (index, &layer) in self.layers.iter().enumerate() {
@@ -157,7 +120,7 @@ impl CnnConfig {
         }
         match self.layers.last() {
             None => Err(ModelError::NoLayers),
-            Some(LayerSpec::Dense(_)) if shape == Shape::Flat(self.classes) => {
+            Some(LayerSpec::Dense(_)) if shape == FeatureShape::Flat(self.classes) => {
                 Ok(CnnSummary { input, layers })
             }
             Some(&last) => Err(ModelError::NoLogits {
@@ -174,7 +137,7 @@ impl CnnConfig {
         let summary = self.summary()?;
         let mut shape = summary.input;
         for (index, layer) in summary.layers.iter().enumerate() {
-            if let (LayerSpec::Pool { window, stride }, Shape::Maps([_, h, w])) =
+            if let (LayerSpec::Pool { window, stride }, FeatureShape::Maps([_, h, w])) =
                 (layer.layer, shape)
             {
                 let name = layer_name(index, layer.layer);
@@ -190,9 +153,9 @@ impl CnnConfig {
         &self,
         name: &str,
         layer: LayerSpec,
-        input: Shape,
+        input: FeatureShape,
         last: bool,
-    ) -> Result<Shape, ModelError> {
+    ) -> Result<FeatureShape, ModelError> {
         let refuse = |problem| ModelError::Layer {
             layer: name.into(),
             problem,
@@ -206,15 +169,15 @@ impl CnnConfig {
                 stride,
                 padding,
             }) => {
-                let Shape::Maps([_, h, w]) = input else {
+                let FeatureShape::Maps([_, h, w]) = input else {
                     return Err(refuse(FLATTENED));
                 };
                 check_nonzero(name, "filters", [filters])?;
                 let [h, w] = conv_output(name, [h, w], [kernel; 2], [stride; 2], [padding; 2])?;
-                Ok(Shape::Maps([filters, h, w]))
+                Ok(FeatureShape::Maps([filters, h, w]))
             }
             LayerSpec::Pool { window, stride } => {
-                let Shape::Maps([c, h, w]) = input else {
+                let FeatureShape::Maps([c, h, w]) = input else {
                     return Err(refuse(FLATTENED));
                 };
                 check_nonzero(name, "pool window", [window])?;
@@ -225,7 +188,7 @@ impl CnnConfig {
                     ));
                 }
                 let [h, w] = pool_output(name, [h, w], [window; 2], [stride; 2], false)?;
-                Ok(Shape::Maps([c, h, w]))
+                Ok(FeatureShape::Maps([c, h, w]))
             }
             LayerSpec::Dense(width) => {
                 let outputs = match width {
@@ -238,7 +201,7 @@ impl CnnConfig {
                     }
                 };
                 check_nonzero(name, "width", [outputs])?;
-                Ok(Shape::Flat(outputs))
+                Ok(FeatureShape::Flat(outputs))
             }
             LayerSpec::Dropout(probability) if !(0.0..1.0).contains(&probability) => Err(refuse(
                 "the dropout probability must be at least 0 and less than 1",
@@ -260,8 +223,8 @@ impl CnnConfig {
             let (input, output) = (inputs[index], inputs[index + 1]);
             let next = &self.layers[index + 1..];
             let any_shape = |layer| match input {
-                Shape::Maps(_) => Built::Maps(MapLayer::AnyShape(layer)),
-                Shape::Flat(_) => Built::Flat(FlatLayer::AnyShape(layer)),
+                FeatureShape::Maps(_) => Built::Maps(MapLayer::AnyShape(layer)),
+                FeatureShape::Flat(_) => Built::Flat(FlatLayer::AnyShape(layer)),
             };
             let used = fused_len(&self.layers, index);
             let built = match self.layers[index] {
@@ -333,7 +296,7 @@ impl CnnConfig {
         let mut index = 0;
         while index < self.layers.len() {
             let on_maps = !matches!(self.layers[index], LayerSpec::Dense(_))
-                && matches!(shapes[index], Shape::Maps(_));
+                && matches!(shapes[index], FeatureShape::Maps(_));
             let module = match on_maps {
                 true => format!("features.{maps}"),
                 false => format!("head.{flat}"),
@@ -410,12 +373,12 @@ pub struct Cnn<B: Backend> {
     /// The first dense layer and those after it, on `[n, features]`.
     head: Vec<FlatLayer<B>>,
     #[module(skip)]
-    kernels: KernelPath,
+    kernels: Kernels,
 }
 
 impl<B: Backend> Cnn<B> {
     /// Which implementation runs the layers.
-    pub fn kernels(&self) -> KernelPath {
+    pub fn kernels(&self) -> Kernels {
         self.kernels
     }
 }
@@ -512,7 +475,7 @@ impl<B: Backend> AnyShapeLayer<B> {
 #[derive(Module, Clone, Debug)]
 pub struct MaxPool {
     pool: PoolOptions2d,
-    kernels: KernelPath,
+    kernels: Kernels,
 }
 
 #[cfg(test)]
@@ -520,7 +483,7 @@ mod tests {
     use burn::backend::{Autodiff, NdArray};
     use burn::module::{ModuleMapper, ModuleVisitor, Param};
     use burn::tensor::{TensorData, Tolerance};
-    use cubenet_kernels::testing::Redraw;
+    use cubenet_kernels::testing::SeededInit;
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
@@ -597,7 +560,7 @@ mod tests {
     /// values of its own, so a record taken from a fresh model to copy it would hold other
     /// weights than the model computes with.
     fn redrawn<B: Backend>(cnn: Cnn<B>, seed: u64) -> Cnn<B> {
-        cnn.map(&mut Redraw::new(seed))
+        cnn.map(&mut SeededInit::new(seed))
     }
 
     /// `to` with the parameters of `from`, visited in the same order.
@@ -613,7 +576,7 @@ mod tests {
     #[test]
     fn the_example_run_file_cnn_builds_and_classifies() {
         let config: CnnConfig = toml::from_str(EXAMPLE).unwrap();
-        assert_eq!(config.kernels, KernelPath::Burn);
+        assert_eq!(config.kernels, Kernels::Burn);
         assert_eq!(config.precision, Precision::Tf32);
         let summary = config.summary().unwrap();
         let outputs: Vec<String> = summary
@@ -682,7 +645,7 @@ total                      13610
 
     #[test]
     fn shapes_follow_padding_stride_and_odd_sizes() {
-        let outputs = |input, layers| -> Vec<Shape> {
+        let outputs = |input, layers| -> Vec<FeatureShape> {
             config(input, layers)
                 .summary()
                 .unwrap()
@@ -698,9 +661,9 @@ total                      13610
                 r#"{ conv = 4 }, { pool = 2 }, { dense = "classes" }"#
             ),
             [
-                Shape::Maps([4, 25, 25]),
-                Shape::Maps([4, 12, 12]),
-                Shape::Flat(10)
+                FeatureShape::Maps([4, 25, 25]),
+                FeatureShape::Maps([4, 12, 12]),
+                FeatureShape::Flat(10)
             ]
         );
         // Heights 27 → (27 + 2 − 3) / 2 + 1 = 14 → (14 + 4 − 5) / 2 + 1 = 7 → (7 − 3) / 2 + 1
@@ -712,10 +675,10 @@ total                      13610
                    { pool = 3, stride = 2 }, { dense = "classes" }"#
             ),
             [
-                Shape::Maps([4, 14, 8]),
-                Shape::Maps([3, 7, 4]),
-                Shape::Maps([3, 3, 1]),
-                Shape::Flat(10)
+                FeatureShape::Maps([4, 14, 8]),
+                FeatureShape::Maps([3, 7, 4]),
+                FeatureShape::Maps([3, 3, 1]),
+                FeatureShape::Flat(10)
             ]
         );
         let cnn = config(
@@ -842,7 +805,7 @@ total                      13610
     #[test]
     fn run_file_cnns_compute_the_presets() {
         let device = Default::default();
-        for kernels in [KernelPath::Custom, KernelPath::Burn] {
+        for kernels in [Kernels::Custom, Kernels::Burn] {
             let presets = [
                 (
                     LeNetConfig::new()
@@ -886,7 +849,7 @@ total                      13610
         let device = Default::default();
         let custom = redrawn(config([2, 21, 20], MIXED).init::<B>(&device).unwrap(), 5);
         let burn = config([2, 21, 20], MIXED)
-            .with_kernels(KernelPath::Burn)
+            .with_kernels(Kernels::Burn)
             .init::<B>(&device)
             .unwrap()
             .load_record(custom.clone().into_record());
@@ -910,7 +873,7 @@ total                      13610
         }
     }
 
-    /// Seeded ([`Redraw`] says why): the paths sum in other orders, and 15 of 600 runs on
+    /// Seeded ([`SeededInit`] says why): the paths sum in other orders, and 15 of 600 runs on
     /// Burn's shared generator failed, as do 13 of seeds 0–399 in every run; with no ReLU or
     /// pool in the network, none of 1,000 runs did.
     #[test]
@@ -923,8 +886,8 @@ total                      13610
                 .unwrap()
         };
         for seed in 0..4 {
-            let custom = redrawn(init(KernelPath::Custom), seed);
-            let burn = init(KernelPath::Burn).load_record(custom.clone().into_record());
+            let custom = redrawn(init(Kernels::Custom), seed);
+            let burn = init(Kernels::Burn).load_record(custom.clone().into_record());
             let x = images::<Autodiff<B>>(seed, [8, 2, 21, 20]);
             let mut all = Vec::new();
             for cnn in [custom, burn] {

@@ -8,7 +8,7 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 use cubenet_kernels::{ConvOptions2d, KernelBackend, PoolOptions2d, conv_relu_pool, conv2d};
 
-use super::{KernelPath, Size2};
+use super::{Kernels, Size2};
 
 /// What a [`ConvBlock`] applies after its convolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub struct ConvBlock<B: Backend> {
     #[module(skip)]
     after: AfterConv,
     #[module(skip)]
-    kernels: KernelPath,
+    kernels: Kernels,
 }
 
 impl<B: Backend> ConvBlock<B> {
@@ -41,7 +41,7 @@ impl<B: Backend> ConvBlock<B> {
         kernel: Size2,
         conv: ConvOptions2d,
         after: AfterConv,
-        kernels: KernelPath,
+        kernels: Kernels,
         device: &B::Device,
     ) -> Self {
         let [ph, pw] = conv.padding;
@@ -58,7 +58,7 @@ impl<B: Backend> ConvBlock<B> {
     }
 
     /// Which implementation runs this block.
-    pub fn kernels(&self) -> KernelPath {
+    pub fn kernels(&self) -> Kernels {
         self.kernels
     }
 }
@@ -69,11 +69,11 @@ impl<B: KernelBackend> ConvBlock<B> {
         let bias = self.conv.bias.as_ref().map(|bias| bias.val());
         let conv = match (self.kernels, self.after) {
             // One pass that never stores the full-resolution map.
-            (KernelPath::Custom, AfterConv::ReluPool(pool)) => {
+            (Kernels::Custom, AfterConv::ReluPool(pool)) => {
                 return conv_relu_pool(x, weight, bias, self.conv_options, pool);
             }
-            (KernelPath::Custom, _) => conv2d(x, weight, bias, self.conv_options),
-            (KernelPath::Burn, _) => self.conv.forward(x),
+            (Kernels::Custom, _) => conv2d(x, weight, bias, self.conv_options),
+            (Kernels::Burn, _) => self.conv.forward(x),
         };
         match self.after {
             AfterConv::Nothing => conv,

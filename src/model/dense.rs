@@ -7,7 +7,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::module::linear;
 use cubenet_kernels::{KernelBackend, dense, dense_relu};
 
-use super::KernelPath;
+use super::Kernels;
 
 /// `x · Wᵀ + b` over the last axis of a `[batch, inputs]` tensor. The weight is stored
 /// `[outputs, inputs]`, one row per output as PyTorch's and candle's `Linear` store it: the
@@ -18,12 +18,12 @@ pub struct Dense<B: Backend> {
     weight: Param<Tensor<B, 2>>,
     bias: Param<Tensor<B, 1>>,
     #[module(skip)]
-    kernels: KernelPath,
+    kernels: Kernels,
 }
 
 impl<B: Backend> Dense<B> {
     /// `features` = [inputs, outputs]; with a bias.
-    pub fn new(features: [usize; 2], kernels: KernelPath, device: &B::Device) -> Self {
+    pub fn new(features: [usize; 2], kernels: Kernels, device: &B::Device) -> Self {
         let [inputs, outputs] = features;
         let init = LinearConfig::new(inputs, outputs).initializer;
         Self {
@@ -48,8 +48,8 @@ impl<B: KernelBackend> Dense<B> {
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let (weight, bias) = (self.weight.val(), self.bias.val());
         match self.kernels {
-            KernelPath::Custom => dense(x, weight, Some(bias)),
-            KernelPath::Burn => linear(x, weight.transpose(), Some(bias)),
+            Kernels::Custom => dense(x, weight, Some(bias)),
+            Kernels::Burn => linear(x, weight.transpose(), Some(bias)),
         }
     }
 
@@ -58,8 +58,8 @@ impl<B: KernelBackend> Dense<B> {
     pub fn forward_relu(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let (weight, bias) = (self.weight.val(), self.bias.val());
         match self.kernels {
-            KernelPath::Custom => dense_relu(x, weight, Some(bias)),
-            KernelPath::Burn => relu(linear(x, weight.transpose(), Some(bias))),
+            Kernels::Custom => dense_relu(x, weight, Some(bias)),
+            Kernels::Burn => relu(linear(x, weight.transpose(), Some(bias))),
         }
     }
 }

@@ -6,8 +6,8 @@
 //! all-reduces each marked parameter's gradient during the backward pass, from one sync
 //! thread for all GPUs. That thread submits to every GPU's task queue in turn; when the first
 //! all-reduce makes one GPU's queue runner wait inside NCCL's setup for the others, and that
-//! queue fills up, the thread blocks before it reaches the next GPU, and the run hangs
-//! (4-GPU runs did, about one in two). cubenet's optimizers average all of a replica's
+//! queue fills up, the thread blocks before it reaches the next GPU, and the run hangs.
+//! cubenet's optimizers average all of a replica's
 //! gradients in one all-reduce from the replica's own thread (`train::data_parallel`), so a
 //! training step drops the marks by differentiating with respect to fresh leaves.
 

@@ -4,7 +4,7 @@ use burn::prelude::*;
 use cubenet_kernels::KernelBackend;
 
 use super::geometry::check_nonzero;
-use super::{Activation, Dense, KernelPath, ModelError, Sequential, TorchLayer};
+use super::{Activation, Dense, Kernels, ModelError, Sequential, TorchLayer};
 
 /// Configuration of [`Mlp`].
 #[derive(Config, Debug)]
@@ -23,8 +23,8 @@ pub struct MlpConfig {
     #[config(default = "Vec::new()")]
     pub layer_activations: Vec<Activation>,
     /// Which implementation runs the layers: cubenet's dense kernels or Burn's matmul.
-    #[config(default = "KernelPath::Custom")]
-    pub kernels: KernelPath,
+    #[config(default = "Kernels::Custom")]
+    pub kernels: Kernels,
 }
 
 /// Dense layers with an activation between them; the last layer's output is left raw

@@ -7,9 +7,10 @@ mod classifier;
 mod cnn;
 mod conv_block;
 mod dense;
+mod feature_shape;
 mod fresh_leaves;
 mod geometry;
-mod kernel_path;
+mod kernels;
 mod layer_spec;
 mod mlp;
 mod presets;
@@ -19,14 +20,15 @@ mod tabular_net;
 
 pub use activation::Activation;
 pub use classifier::{ImageModel, ImageModelConfig};
-pub use cnn::{Cnn, CnnConfig, CnnSummary, LayerSummary, Shape};
+pub use cnn::{Cnn, CnnConfig, CnnSummary, LayerSummary};
 pub use conv_block::{AfterConv, ConvBlock};
 /// How the convolutions multiply: a setting of the CNN configs.
 pub use cubenet_kernels::Precision;
 pub use dense::Dense;
+pub use feature_shape::FeatureShape;
 pub use fresh_leaves::{fresh_leaf, with_fresh_leaves};
 pub use geometry::{Size2, conv_output, pool_output};
-pub use kernel_path::KernelPath;
+pub use kernels::Kernels;
 pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, Width};
 pub use mlp::{Mlp, MlpConfig};
 pub use presets::{LeNetConfig, SimpleCnnConfig};
@@ -73,7 +75,7 @@ pub enum ModelError {
     )]
     NoLogits {
         layer: String,
-        output: Shape,
+        output: FeatureShape,
         classes: usize,
     },
     #[error("a CNN needs layers, the last of them `dense = \"classes\"`")]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use cubenet_kernels::Precision;
 
-use super::{Cnn, CnnConfig, ConvSpec, KernelPath, LayerSpec, ModelError, Width};
+use super::{Cnn, CnnConfig, ConvSpec, Kernels, LayerSpec, ModelError, Width};
 
 /// What tells one preset from another: its own settings, and the layers they give.
 pub trait PresetNetwork:
@@ -92,7 +92,7 @@ pub struct PresetConfig<N> {
     /// Refuse an input whose conv outputs the 2x2 pool windows do not tile exactly.
     pub exact_pooling: bool,
     /// Which implementation runs the conv·ReLU·pool blocks and the dense layers.
-    pub kernels: KernelPath,
+    pub kernels: Kernels,
     /// How cubenet's kernels multiply in the convolutions (see [`CnnConfig::precision`]).
     pub precision: Precision,
 }
@@ -119,7 +119,7 @@ impl<N: PresetNetwork> PresetConfig<N> {
             image_size: 28,
             num_classes: 10,
             exact_pooling: true,
-            kernels: KernelPath::Custom,
+            kernels: Kernels::Custom,
             precision: Precision::Fp32,
         }
     }
@@ -142,7 +142,7 @@ impl<N: PresetNetwork> PresetConfig<N> {
         }
     }
 
-    pub fn with_kernels(self, kernels: KernelPath) -> Self {
+    pub fn with_kernels(self, kernels: Kernels) -> Self {
         Self { kernels, ..self }
     }
 

@@ -5,7 +5,7 @@
 use burn::nn::BatchNormConfig;
 use serde::{Deserialize, Serialize};
 
-use super::{Activation, Shape};
+use super::{Activation, FeatureShape};
 
 /// One layer of the `nn.Sequential`, with the arguments PyTorch's constructor takes: the
 /// `layer` tag is the class name in `torch.nn`, the other fields its keyword arguments.
@@ -57,16 +57,16 @@ pub enum TorchLayer {
 impl TorchLayer {
     /// Batch normalization over the channels of maps or the features of flat activations,
     /// with Burn's epsilon and momentum (PyTorch's defaults too).
-    pub fn batch_norm(input: Shape) -> Self {
+    pub fn batch_norm(input: FeatureShape) -> Self {
         let defaults = BatchNormConfig::new(input.features());
         let (num_features, eps, momentum) = (input.features(), defaults.epsilon, defaults.momentum);
         match input {
-            Shape::Maps(_) => TorchLayer::BatchNorm2d {
+            FeatureShape::Maps(_) => TorchLayer::BatchNorm2d {
                 num_features,
                 eps,
                 momentum,
             },
-            Shape::Flat(_) => TorchLayer::BatchNorm1d {
+            FeatureShape::Flat(_) => TorchLayer::BatchNorm1d {
                 num_features,
                 eps,
                 momentum,
@@ -131,8 +131,8 @@ mod tests {
         let sequential = CnnConfig::new([2, 6, 6], 3, layers).sequential().unwrap();
         let norm = |features, two_d| {
             let shape = match two_d {
-                true => Shape::Maps([features, 1, 1]),
-                false => Shape::Flat(features),
+                true => FeatureShape::Maps([features, 1, 1]),
+                false => FeatureShape::Flat(features),
             };
             TorchLayer::batch_norm(shape)
         };

@@ -4,9 +4,10 @@
 //! queued the next step's kernels; a read queued only then also waits for those. In a
 //! data-parallel run the replicas hand their outputs to the one metrics thread one at a
 //! time, so while it waited for one GPU's next backward pass, the other replica could not
-//! hand over its own and start its next step: on two H200s each step lost 0.7 ms of 5
-//! that way (docs/perf-log, entry 47). Here the copy is queued right after the forward
-//! pass ([`KernelBackend::read_early`]), and the metrics thread waits for that pass only.
+//! hand over its own and start its next step
+//! (docs/perf-log/2026-11-28-replicas-out-of-step.md). Here the copy is queued right after
+//! the forward pass ([`KernelBackend::read_early`]), and the metrics thread waits for that
+//! pass only.
 
 use burn::backend::NdArray;
 use burn::prelude::*;

@@ -1,62 +1,47 @@
-//! Training wiring: burn-train with a dashboard or epoch lines, artifacts, evaluation; image
-//! runs here, tabular (CSV) runs in [`tabular`].
+//! Training: the jobs (`jobs/`: images, and tables in [`tabular`]) → one fit sequence around
+//! burn-train (`fit/`: the loop's settings, the watch, epoch lines, early stopping,
+//! data-parallel strategies) → the artifact directory ([`RunDir`] in `run_dir/`: its paths,
+//! checkpoints, metric logs, resume, the model and figures) with the fused optimizers
+//! (`optim/`); `saved/` reads a finished run back and exports it.
 
-mod artifact_dir;
-mod artifacts;
-mod checkpoint_reads;
-mod checkpoints;
-mod config;
-mod confusion;
-pub mod data_parallel;
-mod early_stopping;
-mod epoch_lines;
-mod experiment_log;
-mod fused_adam;
-mod fused_sgd;
-mod fused_update;
-mod images;
-mod launch_guard;
-mod learner_setup;
-mod metric_logs;
-mod recorder;
-mod resume;
-mod run;
-mod run_context;
-mod saved_run;
-pub mod tabular;
-mod torch_weights;
-mod watch;
+mod fit;
+mod jobs;
+mod optim;
+mod run_dir;
+mod saved;
+
+pub use fit::data_parallel;
+pub use jobs::tabular;
 
 use std::path::PathBuf;
 
-pub use artifact_dir::{MARKER_FILE, claim_artifact_dir};
-pub use artifacts::{
-    BestEpoch, CONFIG_FILE, CURVES_FILE, MODEL_FILE, load_model, plot_learning_curves,
-    restore_best_epoch, save_config, save_model, valid_losses,
+pub use fit::early_stopping::{PatienceStopping, patience_exhausted};
+pub use fit::epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
+pub(crate) use fit::run::launch;
+pub use fit::run::{Run, RunJob};
+pub use fit::watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
+pub use jobs::config::ImageTrainingConfig;
+pub use jobs::images::{ImageJob, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train};
+pub use optim::fused_adam::{FusedAdam, FusedAdamConfig};
+pub use optim::fused_sgd::{FusedSgd, FusedSgdConfig};
+pub use run_dir::artifacts::{
+    BestEpoch, load_model, plot_learning_curves, restore_best_epoch, save_config, save_model,
+    valid_losses,
 };
-pub use checkpoints::{CHECKPOINT_DIR, SaveEveryEpoch, last_complete_checkpoint};
-pub use config::ImageTrainingConfig;
-pub use confusion::{
-    CONFUSION_MATRIX_FILE, ConfusionError, ConfusionMatrix, PER_CLASS_ACCURACY_FILE,
+pub use run_dir::checkpoints::SaveEveryEpoch;
+pub use run_dir::confusion::{ConfusionError, ConfusionMatrix};
+pub use run_dir::recorder::{ModelRecorder, RecordError, decode_model_record, decode_record};
+pub use run_dir::{
+    CHECKPOINT_DIR, CONFIG_FILE, CONFUSION_MATRIX_FILE, CURVES_FILE, EXPORT_DIR, IMAGE_CACHE_DIR,
+    MARKER_FILE, MODEL_FILE, PER_CLASS_ACCURACY_FILE, PREPROCESSING_FILE, RUN_FILE, RunDir,
 };
-pub use early_stopping::{PatienceStopping, patience_exhausted};
-pub use epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
-pub use fused_adam::{FusedAdam, FusedAdamConfig};
-pub use fused_sgd::{FusedSgd, FusedSgdConfig};
-pub use images::{
-    IMAGE_CACHE_DIR, ImageJob, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train,
+pub use saved::export::{
+    EXPORT_FORMAT, EXPORT_WEIGHTS, Export, ExportSidecar, ExportedRun, Preprocessing,
+    export_image_model, export_tabular_model, sidecar_path,
 };
-pub use learner_setup::{RunLength, finish_run, with_run_settings};
-pub use recorder::{ModelRecorder, RecordError, decode_model_record, decode_record};
-pub use resume::{Resumable, begin_run};
-pub use run::{Run, RunJob};
-pub use run_context::RunContext;
-pub use saved_run::{DenseValues, ImageClassifier, RowModel, SavedModel, SavedRun, SavedRunError};
-pub use torch_weights::{
-    EXPORT_DIR, EXPORT_FORMAT, EXPORT_WEIGHTS, Export, ExportSidecar, ExportedRun, Preprocessing,
-    export_image_model, export_tabular_model, read_weights, sidecar_path,
-};
-pub use watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
+pub use saved::on_device::{DenseValues, ImageClassifier, RowModel};
+pub use saved::saved_run::{SavedModel, SavedRunError};
+pub use saved::torch_names::read_weights;
 
 use crate::atomic_file::WriteError;
 use crate::data::DataError;
@@ -67,7 +52,7 @@ use crate::plot::PlotError;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
-    Backend(#[from] crate::backend::BackendError),
+    Backend(#[from] crate::device::BackendError),
     #[error(transparent)]
     Train(#[from] TrainError),
 }
@@ -114,7 +99,7 @@ pub enum TrainError {
     #[error(transparent)]
     Confusion(#[from] ConfusionError),
     #[error(transparent)]
-    Device(#[from] crate::backend::BackendError),
+    Device(#[from] crate::device::BackendError),
     #[error("cannot resume the run in {}: {reason}", dir.display())]
     Resume { dir: PathBuf, reason: String },
     #[error(

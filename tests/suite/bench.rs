@@ -1,26 +1,26 @@
 //! The backend benchmark: its sweeps, its report schema (shared with
-//! `bench/pytorch_reference.py`), the merge and tables, a real epoch, and the example end to
+//! `pytorch/pytorch_reference.py`), the merge and tables, a real epoch, and the example end to
 //! end on ndarray (all cores and the single-thread child process).
 
 use std::path::Path;
 use std::process::Command;
 
 use burn::backend::{Autodiff, NdArray};
-use cubenet::backend::BackendKind;
 use cubenet::bench::{
     BenchModel, BenchPlan, BlockShape, PHASES, Point, Protocol, Report, ReportError,
     SpeedrunConfig, Sweep, Variant, compare_blocks, speedrun_on, time_epoch, time_phases,
 };
-use cubenet::data::{MnistSource, Split};
-use cubenet::model::{ImageModelConfig, KernelPath, SimpleCnnConfig};
+use cubenet::data::{MnistSource, MnistSplit};
+use cubenet::device::BackendKind;
+use cubenet::model::{ImageModelConfig, Kernels, SimpleCnnConfig};
 
 use crate::common::mnist_source;
 
 /// A report exactly as `pytorch_reference.py` writes it (its schema is the contract).
 const PYTORCH_JSON: &str = r#"{
-  "sources": [{"tool": "bench/pytorch_reference.py", "device": "NVIDIA H100 80GB HBM3",
+  "sources": [{"tool": "pytorch/pytorch_reference.py", "device": "NVIDIA H100 80GB HBM3",
                "software": "torch 2.11.0, CUDA 12.8, cuDNN 91000",
-               "command": "python3 bench/pytorch_reference.py", "date": "2026-11-21T10:00:00Z"}],
+               "command": "python3 pytorch/pytorch_reference.py", "date": "2026-11-21T10:00:00Z"}],
   "steps": [
     {"model": "simple", "variant": "pytorch-eager", "batch": 1000, "filters": 256, "warmup": 10,
      "timing": {"median_ms": 5.0, "min_ms": 4.9, "max_ms": 6.0, "runs": 30}},
@@ -185,12 +185,12 @@ fn variant_and_model_names_agree_across_cli_json_and_tables() {
     }
 }
 
-/// Every variant label that bench/pytorch_reference.py writes is one the merge reads.
+/// Every variant label that pytorch/pytorch_reference.py writes is one the merge reads.
 #[test]
 fn pytorch_reference_variants_are_known_to_the_merge() {
     let script = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/bench/pytorch_reference.py"
+        "/pytorch/pytorch_reference.py"
     ))
     .unwrap();
     let labels: Vec<&str> = script
@@ -243,8 +243,8 @@ fn reports_round_trip_and_schema_errors_name_the_file() {
 fn real_epoch_trains_on_device_resident_mnist() {
     let source = mnist_source();
     let subset = |split, n| source.subset(split).unwrap().limit(Some(n));
-    let train = subset(Split::Train, 3000);
-    let test = subset(Split::Test, 500);
+    let train = subset(MnistSplit::Train, 3000);
+    let test = subset(MnistSplit::Test, 500);
     let device = Default::default();
     let result = time_epoch::<Autodiff<NdArray>>(
         &device,
@@ -262,8 +262,8 @@ fn real_epoch_trains_on_device_resident_mnist() {
 #[test]
 fn speedrun_trains_each_seed_and_marks_every_epoch() {
     let source = mnist_source();
-    let train = source.subset(Split::Train).unwrap().limit(Some(2000));
-    let test = source.subset(Split::Test).unwrap().limit(Some(500));
+    let train = source.subset(MnistSplit::Train).unwrap().limit(Some(2000));
+    let test = source.subset(MnistSplit::Test).unwrap().limit(Some(500));
     let config = SpeedrunConfig::new(ImageModelConfig::Simple(
         SimpleCnnConfig::new().with_filters(8),
     ))
@@ -302,7 +302,7 @@ fn phase_breakdown_times_every_phase() {
         warmup: 1,
         repeats: 3,
     };
-    let timings = time_phases::<Autodiff<NdArray>>(&device, 2, 4, KernelPath::Burn, protocol);
+    let timings = time_phases::<Autodiff<NdArray>>(&device, 2, 4, Kernels::Burn, protocol);
     assert_eq!(timings.len(), PHASES.len());
     for t in timings {
         assert_eq!(t.runs, 3);
@@ -352,8 +352,9 @@ fn cifar_blocks_chain_to_the_dense_layer_and_time_both_ways() {
     }
 }
 
-/// docs/BENCHMARKS.md's tables are the committed H100 reports merged (the commands in the
-/// doc): the reports parse (PyTorch's as its script wrote them) and the tables match them.
+/// The committed tables in docs/benchmarks/ are its H100 reports merged (the commands in
+/// docs/BENCHMARKS.md): the reports parse (PyTorch's as its script wrote them) and the tables
+/// match them.
 #[test]
 fn committed_benchmark_tables_match_their_reports() {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
@@ -555,7 +556,7 @@ fn bench_user_errors_are_one_line_and_exit_code_2() {
     let cases: [(&[&str], &str); 3] = [
         (
             &["--variants", "pytorch-eager"],
-            "bench/pytorch_reference.py",
+            "pytorch/pytorch_reference.py",
         ),
         (
             &["--variants", "ndarray", "--data-dir", "/nonexistent/mnist"],

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use cubenet::data::MnistSource;
-use cubenet::run_config::{Job, RunConfig};
+use cubenet::run_file::{Job, RunConfig};
 use cubenet::train::tabular::TabularConfig;
 
 /// Real MNIST for tests, found the way the README says: `$CUBENET_MNIST_DIR`, else the IDX

@@ -12,7 +12,7 @@ use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraini
 use cubenet::data::{ImageBatcher, ImageSource};
 use cubenet::model::{ImageModel, ImageModelConfig, SimpleCnnConfig};
 use cubenet::train::{
-    EpochLineRenderer, ImageSplits, ImageTrainingConfig, RunContext, evaluate, train,
+    EpochLineRenderer, ImageSplits, ImageTrainingConfig, Run, RunDir, evaluate, train,
 };
 
 use crate::common::{assert_parameters_close, mnist_source, parameter_values};
@@ -120,16 +120,16 @@ fn a_run_on_two_cpu_handles_learns_and_records_its_devices() {
     .with_limit_test(Some(500));
     let splits = splits(&config);
     let dir = tempfile::tempdir().unwrap();
-    let devices = cubenet::backend::devices_at::<B>(
-        cubenet::backend::BackendKind::Ndarray,
+    let devices = cubenet::device::devices_at::<B>(
+        cubenet::device::BackendKind::Ndarray,
         &Default::default(),
         &config.devices,
     )
     .unwrap();
-    let run = RunContext::<B>::new(dir.path(), Default::default()).on_devices(devices);
-    assert_eq!(run.devices().len(), 2);
-    let (model, speed) = train(&config, &splits, &run).unwrap();
-    let accuracy = evaluate(&model, &splits.test, &run.device).accuracy();
+    let run = Run::fresh(RunDir::claim(dir.path(), &[]).unwrap());
+    assert_eq!(devices.len(), 2);
+    let (model, speed) = train::<B>(&config, &splits, &run, &devices).unwrap();
+    let accuracy = evaluate(&model, &splits.test, &devices[0]).accuracy();
     assert!(accuracy >= 0.8, "test accuracy {accuracy}");
     let speed = speed.expect("two epochs trained");
     assert_eq!(speed.devices, 2);

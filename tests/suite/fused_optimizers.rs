@@ -9,7 +9,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer, SgdConfig};
 use burn::prelude::*;
 use cubenet::bench::train_step;
-use cubenet::model::{ImageModel, KernelPath, LeNetConfig};
+use cubenet::model::{ImageModel, Kernels, LeNetConfig};
 use cubenet::train::{FusedAdamConfig, FusedSgdConfig};
 
 use crate::common::{assert_parameters_close, parameter_values};
@@ -25,7 +25,7 @@ fn lenet() -> ImageModel<B> {
     let config = LeNetConfig::new()
         .with_channels([2, 3])
         .with_hidden(8)
-        .with_kernels(KernelPath::Custom);
+        .with_kernels(Kernels::Custom);
     let model = ImageModel::Cnn(config.init(&Default::default()).unwrap());
     parameter_values(&model);
     model

@@ -5,11 +5,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use cubenet::backend::BackendKind;
 use cubenet::data::{Channels, ImageSet, ImageShape, ImageSource};
+use cubenet::device::BackendKind;
 use cubenet::model::{ImageModelConfig, LeNetConfig};
-use cubenet::run_config::{Job, RunConfig};
-use cubenet::train::{CONFUSION_MATRIX_FILE, ImageJob, PER_CLASS_ACCURACY_FILE, Run};
+use cubenet::run_file::{Job, RunConfig};
+use cubenet::train::{
+    CONFUSION_MATRIX_FILE, ImageJob, PER_CLASS_ACCURACY_FILE, Run, RunDir, RunJob,
+};
 use image::{GrayImage, Rgb, RgbImage};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -310,8 +312,9 @@ fn a_run_file_cnn_with_lenets_layers_trains_on_mnist() {
         other => other,
     };
     let dir = tempfile::tempdir().unwrap();
-    let run = Run::new(ImageJob { config, source }, dir.path());
-    let confusion = run.launch(BackendKind::Ndarray).unwrap();
+    let job = ImageJob { config, source };
+    let run = Run::fresh(RunDir::claim(dir.path(), &job.inputs()).unwrap());
+    let confusion = job.launch(run, BackendKind::Ndarray).unwrap();
     assert_eq!(confusion.total(), 500);
     assert!(
         confusion.accuracy() >= 0.7,

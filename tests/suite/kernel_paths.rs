@@ -15,13 +15,13 @@ use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::IntElem;
-use cubenet::backend::{BackendError, BackendKind, BackendTask, run_on};
+use cubenet::device::{BackendError, BackendKind, BackendTask, run_on};
 use cubenet::model::{
-    CnnConfig, ConvSpec, ImageModel, ImageModelConfig, KernelPath, LayerSpec, LeNetConfig,
+    CnnConfig, ConvSpec, ImageModel, ImageModelConfig, Kernels, LayerSpec, LeNetConfig,
     SimpleCnnConfig, Width,
 };
 use cubenet_kernels::AutodiffKernelBackend;
-use cubenet_kernels::testing::Redraw;
+use cubenet_kernels::testing::SeededInit;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -49,7 +49,7 @@ fn max_relative_diff(ours: &[f32], reference: &[f32]) -> f32 {
 }
 
 /// A model configuration with the given kernel path.
-type ModelFor = fn(KernelPath) -> ImageModelConfig;
+type ModelFor = fn(Kernels) -> ImageModelConfig;
 
 /// The model with cubenet's kernels on `B` and Burn's ops on the CPU, with the same weights
 /// (drawn with `seed`, the same in every run).
@@ -61,15 +61,15 @@ fn twin_models<B: AutodiffKernelBackend>(
     let cpu = Default::default();
     // Parameters initialize lazily, and a clone of an uninitialized one draws its own
     // values: move one set of drawn weights between the models.
-    let reference = config(KernelPath::Burn)
+    let reference = config(Kernels::Burn)
         .init::<Cpu>(&cpu)
         .unwrap()
-        .map(&mut Redraw::new(seed));
+        .map(&mut SeededInit::new(seed));
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let bytes = recorder
         .record(reference.clone().into_record(), ())
         .unwrap();
-    let ours = config(KernelPath::Custom).init::<B>(device).unwrap();
+    let ours = config(Kernels::Custom).init::<B>(device).unwrap();
     let ours = ours.load_record(recorder.load(bytes.clone(), device).unwrap());
     let reference = reference.load_record(recorder.load(bytes, &cpu).unwrap());
     (ours, reference)
@@ -96,7 +96,7 @@ fn shaped_images<B: Backend>(
 /// A run-file CNN on RGB images of an odd size: multi-channel convolutions (3→6→10→12
 /// channels, none a multiple of a block size) fused with ReLU and pooling, padded and
 /// strided, a convolution with ReLU only, and dense layers with ReLU.
-fn multi_channel_cnn(kernels: KernelPath) -> ImageModelConfig {
+fn multi_channel_cnn(kernels: Kernels) -> ImageModelConfig {
     let layers = vec![
         LayerSpec::Conv(ConvSpec::new(6).with_padding(1)),
         LayerSpec::Relu,
@@ -154,7 +154,7 @@ impl BackendTask for SamePaths {
         ];
         for (config, batch) in configs {
             let (ours, reference) = twin_models::<B>(config, 3, &device);
-            let [c, h, w] = match config(KernelPath::Custom) {
+            let [c, h, w] = match config(Kernels::Custom) {
                 ImageModelConfig::Cnn(cnn) => cnn.input,
                 _ => [1, 28, 28],
             };
@@ -166,7 +166,7 @@ impl BackendTask for SamePaths {
             assert!(
                 diff <= TOLERANCE,
                 "{kind}: logits differ by {diff:e} ({config:?})",
-                config = config(KernelPath::Custom)
+                config = config(Kernels::Custom)
             );
 
             // Gradients of every parameter agree too.

@@ -8,6 +8,7 @@ mod data_safety;
 mod fused_optimizers;
 mod images;
 mod kernel_paths;
+mod layering;
 mod mnist_data;
 mod models;
 mod readme;

@@ -7,13 +7,13 @@ use burn::backend::{Autodiff, NdArray};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
-use cubenet::backend::BackendKind;
 use cubenet::data::{DataError, SplitRatios, Table, TableSource, synthetic};
+use cubenet::device::BackendKind;
 use cubenet::model::{Activation, MlpConfig, ModelError, TabularNet, Task};
 use cubenet::train::tabular::{
     OptimizerConfig, Rows, TabularConfig, TabularSplits, TestMetrics, train_splits,
 };
-use cubenet::train::{RowModel, SavedRun, TrainError, load_model, save_model};
+use cubenet::train::{RowModel, RunDir, SavedModel, TrainError, load_model, save_model};
 
 type Cpu = Autodiff<NdArray>;
 
@@ -104,7 +104,7 @@ fn quadrant_classifier_reaches_99_percent_and_reloads_identically() {
     }
 
     // save → load → predict gives the same numbers, in memory and through CSV files.
-    let loaded = SavedRun::load_tabular(&dir, Some(BackendKind::Ndarray)).unwrap();
+    let loaded = SavedModel::load_tabular(&dir, Some(BackendKind::Ndarray)).unwrap();
     let before = model.predict(&test.inputs);
     let after = loaded.predict(&test.inputs);
     assert_eq!(before, after);
@@ -257,12 +257,12 @@ fn models_saved_with_linear_layers_are_refused() {
             layers: vec![square(), square()],
         },
     };
-    save_model(dir.path(), saved).unwrap();
+    save_model(&RunDir::open(dir.path()), saved).unwrap();
     let net = TabularNet::<NdArray> {
         mlp: MlpConfig::new(2, vec![2], 2).init(&device).unwrap(),
         task: Task::Regression,
     };
-    let err = load_model(dir.path(), net, &device)
+    let err = load_model(&RunDir::open(dir.path()), net, &device)
         .unwrap_err()
         .to_string();
     assert!(err.contains("missing field `dense`"), "{err}");

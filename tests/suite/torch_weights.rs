@@ -13,7 +13,7 @@ use burn::backend::{Autodiff, NdArray};
 use burn::module::AutodiffModule;
 use burn::prelude::*;
 use burn::tensor::Distribution;
-use cubenet::data::{MNIST_SHAPE, Split, mnist_classes, mnist_normalization};
+use cubenet::data::{MNIST_SHAPE, MnistSplit, mnist_classes, mnist_normalization};
 use cubenet::model::{
     Activation, CnnConfig, ImageModel, ImageModelConfig, LayerSpecs, LeNetConfig, MlpConfig,
     SimpleCnnConfig,
@@ -121,7 +121,7 @@ fn trained_like(config: &ImageModelConfig) -> ImageModel<B> {
 /// The first [`IMAGES`] MNIST test images, normalized as an MNIST run normalizes them.
 fn test_images() -> Tensor<B, 4> {
     let normalization = mnist_normalization();
-    let test = mnist_source().load(Split::Test).unwrap();
+    let test = mnist_source().load(MnistSplit::Test).unwrap();
     let pixels: Vec<f32> = test.pixels()[..IMAGES * 784]
         .iter()
         .map(|&p| (f32::from(p) / 255.0 - normalization.mean[0]) / normalization.std[0])

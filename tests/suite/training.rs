@@ -4,11 +4,11 @@ use std::process::Command;
 
 use burn::backend::{Autodiff, NdArray};
 use burn::data::dataset::Dataset;
-use cubenet::backend::BackendKind;
 use cubenet::data::ImageSource;
+use cubenet::device::BackendKind;
 use cubenet::model::{ImageModelConfig, MlpConfig, SimpleCnnConfig};
 use cubenet::train::{
-    CONFIG_FILE, CURVES_FILE, ImageSplits, ImageTrainingConfig, MODEL_FILE, RunContext, evaluate,
+    CONFIG_FILE, CURVES_FILE, ImageSplits, ImageTrainingConfig, MODEL_FILE, Run, RunDir, evaluate,
     train,
 };
 
@@ -35,9 +35,10 @@ fn seeded_simple_cnn_learns_digits_from_2000_images() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let run = RunContext::<B>::new(dir.path(), Default::default());
-    let (model, _) = train(&config, &splits, &run).unwrap();
-    let accuracy = evaluate(&model, &splits.test, &run.device).accuracy();
+    let run = Run::fresh(RunDir::claim(dir.path(), &[]).unwrap());
+    let device = Default::default();
+    let (model, _) = train::<B>(&config, &splits, &run, &[device]).unwrap();
+    let accuracy = evaluate(&model, &splits.test, &device).accuracy();
     assert!(accuracy >= 0.85, "test accuracy {accuracy}");
 
     for file in [CONFIG_FILE, MODEL_FILE, CURVES_FILE] {
@@ -66,9 +67,10 @@ fn mlp_trains_on_flattened_digits() {
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let run = RunContext::<B>::new(dir.path(), Default::default());
-    let (model, _) = train(&config, &splits, &run).unwrap();
-    let accuracy = evaluate(&model, &splits.test, &run.device).accuracy();
+    let run = Run::fresh(RunDir::claim(dir.path(), &[]).unwrap());
+    let device = Default::default();
+    let (model, _) = train::<B>(&config, &splits, &run, &[device]).unwrap();
+    let accuracy = evaluate(&model, &splits.test, &device).accuracy();
     assert!(accuracy >= 0.75, "test accuracy {accuracy}");
 }
 

@@ -17,7 +17,8 @@ use crate::{DenseActivation, GradsWanted, LayerGrads};
 
 /// Batch rows per cube of the forward, each weight load serving all of them; and the most
 /// output columns per cube (fewer when the layer has fewer outputs). Its units hold rows ×
-/// columns sums: at 8 × 10 the kernel took 226 registers (Nsight Compute).
+/// columns sums, which at more rows or columns take so many registers that an SM holds one
+/// cube (`docs/perf-log/2026-11-22-v06-dense-kernels-as-memory-streams.md`).
 const FORWARD_ROWS: u32 = 4;
 const FORWARD_MAX_COLS: u32 = 16;
 /// Units per cube of the forward: at least one per output of its block, which adds up that
@@ -27,9 +28,10 @@ const FORWARD_CUBE_SIZE: u32 = 64;
 /// that the products outweigh the sum that follows them.
 const FORWARD_VECTORS_PER_UNIT: usize = 16;
 /// Cubes of the forward an SM should hold, where the batch and the outputs make fewer: K is
-/// split further, down to [`FORWARD_MIN_VECTORS_PER_UNIT`] vectors a unit. The CIFAR-shaped
-/// network's head (4096 → 10) at batch 512 made 128 cubes of two warps, one an SM, and took
-/// 66 µs for 42 MFLOP (Nsight Compute, H200).
+/// split further, down to [`FORWARD_MIN_VECTORS_PER_UNIT`] vectors a unit: a head with few
+/// outputs and a small batch (the CIFAR-shaped network's, 4096 → 10) otherwise makes about
+/// one cube an SM, too few warps to hide the latency of its loads
+/// (`docs/perf-log/2026-11-29-bf16-channels-last.md`).
 const FORWARD_CUBES_PER_SM: usize = 4;
 const FORWARD_MIN_VECTORS_PER_UNIT: usize = 4;
 const _: () = assert!(FORWARD_ROWS * FORWARD_MAX_COLS <= FORWARD_CUBE_SIZE);
@@ -43,10 +45,10 @@ const WEIGHT_GRAD_MAX_COLS: u32 = 16;
 /// batch (a power of two: the lanes combine by halving).
 const WEIGHT_GRAD_UNITS: u32 = 256;
 /// Most and fewest vectors of weight rows per cube of the weight gradient: 16 × 16 units,
-/// or down to 4 × 64 where the 16 × 16 grid would leave SMs idle (the single-conv CNN's head at
-/// d = 32, batch 1000: 85 cubes on 132 SMs, 50.7 µs; 21.7 µs at 4 × 64). A grid that
-/// fills the GPU keeps 16 × 16: LeNet's hidden layer (208 cubes) at batches 512 and 1000
-/// took 69 µs on average that way and 81 at 8 × 32, whose lanes meet in one more halving.
+/// or down to 4 × 64 where the 16 × 16 grid would leave SMs idle (the single-conv CNN's head
+/// at d = 32: fewer cubes than SMs). A grid that fills the GPU keeps 16 × 16, since
+/// narrower cubes' lanes meet in more halvings
+/// (`docs/perf-log/2026-11-25-v18-dense-weight-gradient-narrow-cubes.md`).
 const WEIGHT_GRAD_MAX_ROWS: u32 = 16;
 const WEIGHT_GRAD_MIN_ROWS: u32 = 4;
 const _: () =

@@ -21,10 +21,9 @@ use crate::{ConvOptions2d, GradsWanted, LayerGrads, PoolOptions2d};
 /// Units per cube of the fused forward.
 const CUBE_SIZE: u32 = 256;
 /// Accumulators per unit of the fused forward (filters × window positions): bounds the
-/// registers its filter block takes. At 64 the kernel took 154 registers, leaving one cube
-/// per SM (12% occupancy, Nsight Compute on an H200); at 32, 108 registers and two cubes.
-/// 16 (4 filters under a 2×2 pool) timed the same or faster than 32 and 8 at every
-/// benchmark point on an H200.
+/// registers its filter block takes: more leave an SM room for one cube, fewer give up the
+/// reuse of each loaded input; 16 is 4 filters under a 2×2 pool
+/// (`docs/perf-log/2026-11-22-v06-dense-kernels-as-memory-streams.md`).
 const ACCUMULATORS: usize = 16;
 /// Most filters per unit of the fused forward.
 const MAX_FILTERS: usize = 16;

@@ -38,9 +38,8 @@ pub(crate) fn block_counts(extent: [usize; 2], block: [u32; 2]) -> [u32; 2] {
 /// How many of an axis's `extent` items (channels, batch rows) each unit takes, from
 /// `widest` down: halved while a grid of `units_per_block` units for every block of the
 /// axis would leave SMs short of [`UNITS_PER_SM`]. Wide blocks reuse each load more; narrow
-/// ones fill the GPU when the batch is small (a LeNet epoch at batch 64 took 0.79 s this way
-/// on an H200, 1.04 s with the widest channel blocks). Runtimes that do not report their SM
-/// count get the widest block.
+/// ones fill the GPU when the batch is small, where a grid of the widest blocks leaves SMs
+/// idle. Runtimes that do not report their SM count get the widest block.
 pub(crate) fn unit_block<R: CubeRuntime>(
     client: &ComputeClient<R>,
     widest: u32,

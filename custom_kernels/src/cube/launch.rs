@@ -1,8 +1,8 @@
 //! Launching a kernel: unchecked, then handed to CubeCL's device thread at once.
 //!
 //! Kernels are launched unchecked: CubeCL's checked launch clamps every tensor index and
-//! selects a zero for out-of-range reads, which Nsight Compute showed as a large share of
-//! the instructions of the issue-bound kernels. Each kernel instead guards its own indices
+//! selects a zero for out-of-range reads, instructions that the issue-bound kernels pay
+//! for on every access. Each kernel instead guards its own indices
 //! against the shapes it is launched with, and the tests run every kernel over many random
 //! shapes with poisoned outputs.
 //!

@@ -13,9 +13,10 @@
 //!
 //! The forward gives each cube a block of `rows` × `cols` outputs and a split of the K
 //! inputs, whose products its units share out; they meet once in shared memory, where one
-//! unit per output adds them up (one barrier, not a tree of them: Nsight Compute showed
-//! the tree's barriers as 44% of the stalls). Every weight load serves `rows` rows, and
-//! splitting K keeps the GPU full when the batch is small next to K. A second kernel adds
+//! unit per output adds them up (one barrier, not a tree of them, whose barriers would stall
+//! the warps at every level:
+//! `docs/perf-log/2026-11-22-v06-dense-kernels-as-memory-streams.md`). Every weight load
+//! serves `rows` rows, and splitting K keeps the GPU full when the batch is small next to K. A second kernel adds
 //! the splits and the bias; with one split (K ≤ 4096 at V = 4: a LeNet's layers) the first
 //! kernel finishes the outputs itself, one launch instead of two.
 //!

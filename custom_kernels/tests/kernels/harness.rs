@@ -14,9 +14,9 @@ pub const TOLERANCE: f64 = 1e-4;
 /// The same for products computed in TF32 (`Precision::Tf32` on the tensor cores): each
 /// operand keeps 10 mantissa bits, so a product is off by up to ≈ 2⁻⁹ of its size, in
 /// either direction, and a sum of K of them by ≈ 2⁻⁹ · √K · its typical term — about
-/// 1e-4 of the largest output for the tests' uniform values (the H100's worst measured is
-/// in docs/perf-log). 2e-3 leaves room for that; a wrong index or a lost slice
-/// is off by the size of a term, ≳ 1e-2.
+/// 1e-4 of the largest output for the tests' uniform values (the worst errors seen on a GPU
+/// are in `docs/perf-log/2026-11-25-v16-tf32-tile.md`). 2e-3 leaves room for that; a wrong
+/// index or a lost slice is off by the size of a term, ≳ 1e-2.
 pub const TF32_TOLERANCE: f64 = 2e-3;
 /// The same for products of operands rounded to bf16 (`Precision::Bf16`): 8 significant
 /// bits where TF32 keeps 11, so each rounding, and the sums' error with them, is 2³ times
@@ -153,11 +153,12 @@ pub fn capped(cases: u64) -> u64 {
 /// The most random cases a convolution or max-pool check runs on `runtime`, where each case
 /// compiles kernels of its own (its window is part of them):
 /// `CUBENET_<RUNTIME>_RANDOM_CASES` (e.g. `CUBENET_WGPU_RANDOM_CASES=30`), else all. CI sets
-/// it for wgpu, whose adapter there is Mesa's software one: every implicit-GEMM launch takes
-/// it about 0.8 s whatever the case's size, so 200 random cases of each check took 14 of
-/// CI's minutes. On CUDA, where NVRTC compiles each case's kernels, all of them took more
-/// than a 10-minute device call. The fixed shapes (the networks' layers, a large grid)
-/// always run.
+/// it for wgpu, whose adapter there is Mesa's software one: compiling and running every
+/// implicit-GEMM launch is slow there whatever the case's size, so all the random cases of
+/// each check would take most of CI's time; on CUDA, NVRTC compiles each case's kernels,
+/// and all of them do not fit one device call
+/// (`docs/perf-log/2026-11-28-ci-build-time.md`). The fixed shapes (the networks' layers, a
+/// large grid) always run.
 fn random_case_cap(runtime: &str) -> u64 {
     let variable = format!("CUBENET_{}_RANDOM_CASES", runtime.to_uppercase());
     match std::env::var(&variable) {
@@ -168,8 +169,33 @@ fn random_case_cap(runtime: &str) -> u64 {
     }
 }
 
+/// Prints what a check of `name` on `runtime` ran, and fails it where it ran no case (a
+/// case cap of 0, every case filtered out): a check that compares nothing would pass on
+/// any kernel. A runtime with no device never gets here ([`available`] skips it).
 fn report(name: &str, runtime: &str, (cases, worst): (usize, f64)) {
+    assert!(
+        cases > 0,
+        "{name} on {runtime}: no case ran, so nothing was checked (is a \
+         CUBENET_<RUNTIME>_RANDOM_CASES cap 0, or every case filtered out?)"
+    );
     println!("{name} on {runtime}: {cases} cases passed, worst relative error {worst:.2e}");
+}
+
+/// A check whose case list comes out empty.
+struct NoCases;
+
+impl KernelCheck for NoCases {
+    fn run<B: AutodiffKernelBackend>(&self, _device: &B::Device) -> (usize, f64) {
+        (0, 0.0)
+    }
+}
+
+/// The harness fails a check that ran no case, on the first backend it runs on (NdArray,
+/// which every build has), instead of reporting it passed.
+#[test]
+#[should_panic(expected = "no case ran, so nothing was checked")]
+fn a_check_that_runs_no_case_fails() {
+    on_each_backend("a check with no cases", NoCases);
 }
 
 fn available<B: Backend>(runtime: &str, device: &B::Device) -> bool {

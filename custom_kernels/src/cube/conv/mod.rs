@@ -1,5 +1,5 @@
 //! 2-D convolution on CubeCL: [`ConvOperands`] (a layer's input and filters, checked and
-//! measured once) and the choice, per layer, between the implicit GEMM ([`gemm`]: forward
+//! sized once) and the choice, per layer, between the implicit GEMM ([`gemm`]: forward
 //! and stride-1 input gradient of multi-channel layers) and the direct kernels ([`direct`]:
 //! any geometry). Weight and bias gradients are in [`weight_grad`]; the fused
 //! conv·ReLU·pool (`super::fused`) shares the backward.

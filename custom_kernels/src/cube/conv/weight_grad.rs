@@ -24,9 +24,8 @@ const SHARED_FLOATS: u32 = 8192;
 /// worth, so that its loads coalesce); its other units are image lanes.
 const POSITION_LANES: usize = 32;
 /// Gradient elements each unit of the partial sums visits, about: sets how many images a
-/// cube takes. At d = 256, batch 1000 on an H200 (Nsight Compute, same launches) 4, 8, 16
-/// and 32 took 286, 194, 174 and 151 µs (larger groups, likely because each unit's share of
-/// the final sum in shared memory shrinks).
+/// cube takes. Larger groups of images shrink each unit's share of the cube's final sum in
+/// shared memory (`docs/perf-log/2026-11-22-v11-conv-kernels-at-d256.md`).
 const ELEMENTS_PER_UNIT: usize = 32;
 /// Units a cube of the partials' sum: few, so that a first layer's 1,792 sums of hundreds
 /// of splits each, each a chain of loads and adds, spread over 28 SMs rather than 7.

@@ -5,10 +5,10 @@
 //! the map stored [image][row][column][channel], one position's channels at one tap are
 //! adjacent, so a 16-byte load brings eight depths of a row; with the padding written as
 //! zeros around it (and past the last quad a row or column needs), no load needs a bounds
-//! check. Gathered from the NCHW map, each of those values was its own 4-byte load behind
-//! four compares, and the gathers' index arithmetic was half the bf16 forward's
-//! instructions (Nsight Compute, H200). These copies move each value once; the GEMM reads
-//! each up to taps times.
+//! check. Gathered from the NCHW map, each of those values is its own 4-byte load behind
+//! four compares, and the gathers' index arithmetic, more than the products, sets how many
+//! instructions the bf16 forward issues (`docs/perf-log/2026-11-29-bf16-channels-last.md`).
+//! These copies move each value once; the GEMM reads each up to taps times.
 
 use cubecl::prelude::*;
 

@@ -4,7 +4,7 @@
 //! never written out as a matrix.
 //!
 //! Why: the direct kernels load an input or a weight from global memory every few
-//! multiply-adds and reach ≈ 13 TFLOP/s on CIFAR-shaped layers. Here a cube of 256 units
+//! multiply-adds, so memory, not arithmetic, bounds them. Here a cube of 256 units
 //! stages an 8-deep slice of the patches (256 rows) and of the filters (64 columns) in
 //! shared memory; each unit then multiplies its 8 rows by its 8 columns out of it, 64
 //! multiply-adds per four 16-byte shared loads, while the next slice's global loads are in
@@ -48,7 +48,7 @@ pub struct Tile {
 
 impl Tile {
     /// 256 rows (64 quads) × 64 columns, 8 × 8 a unit: 64 multiply-adds per four 16-byte
-    /// shared loads (8 × 4 a unit took three for 32, and the loads bound the kernel).
+    /// shared loads (8 × 4 a unit takes three for 32, and the loads bound the kernel).
     pub const WIDE: Tile = Tile {
         column_vectors: 16,
         unit_vectors: 2,
@@ -130,8 +130,8 @@ fn tile_sums<F: Float>(
     // The filter loader: units below 8 · column_vectors load depth `unit % 8` of four
     // adjacent columns (adjacent units, adjacent depths: the loads coalesce). A filter row
     // of the slice is padded by one vector, so that those units' stores, a row apart, fall
-    // in different banks (unpadded, eight of them hit the same banks: 13 wavefronts a
-    // store in v13).
+    // in different banks (unpadded, eight of them hit the same banks, and each store is
+    // replayed for every one).
     let b_depth = (unit % TILE_DEPTH) as usize;
     let b_cols = first_col + (unit / TILE_DEPTH) as usize * 4;
     let b_active = unit < TILE_DEPTH * column_vectors;

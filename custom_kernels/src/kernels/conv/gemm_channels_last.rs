@@ -3,11 +3,12 @@
 //! warps of 64 × 32), the same `mma`s and the same epilogue ([`write_finished`]), with the
 //! depth ordered (tap, channel) so that every operand load is 16 bytes of eight depths.
 //!
-//! Why: gathered from the NCHW map, each staged patch value was a 4-byte load behind four
-//! bounds compares and a conversion, and those gathers issued about half of the bf16
-//! forward's instructions (Nsight Compute, H200; the products ran at 74–78 TFLOP/s). Here a
-//! unit's loads of a slice are two or four 16-byte loads of a padded map, at addresses
-//! worked out once per row plus one offset per slice for the tap, and the filters one.
+//! Why: gathered from the NCHW map, each staged patch value is a 4-byte load behind four
+//! bounds compares and a conversion, and those gathers, more than the products, set how many
+//! instructions the bf16 forward issues (`docs/perf-log/2026-11-29-bf16-channels-last.md`).
+//! Here a unit's loads of a slice are two or four 16-byte loads of a padded map, at
+//! addresses worked out once per row plus one offset per slice for the tap, and the
+//! filters one.
 //!
 //! The staging is row-major: a tile row's 32 depths (four runs of eight) side by side, as
 //! are a filter's. `ldmatrix` without `.trans` then reads the A operand (rows × depth) and
@@ -19,10 +20,12 @@ use cubecl::prelude::*;
 
 use super::channels_last::ChannelsLast;
 use super::gemm::CUBE_UNITS;
+use super::gemm_bf16_mma::{
+    Two, bf16_mma, lane_of_unit, mma_accumulators, store_mma_sums, warp_of_unit,
+};
 use super::gemm_tensor_cores::{
-    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, SLICE_DEPTH, TensorTile, Two,
-    WARP_MMA_COLUMNS, WARP_PRODUCTS, bf16_mma, lane_of_unit, mma_accumulators, store_mma_sums,
-    warp_of_unit, write_finished,
+    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, SLICE_DEPTH, TensorTile,
+    WARP_MMA_COLUMNS, WARP_PRODUCTS, write_finished,
 };
 use crate::kernels::geometry::{Nchw, Window};
 
@@ -35,9 +38,9 @@ pub const SLICE_RUNS: u32 = SLICE_DEPTH / RUN;
 const STEP_RUNS: u32 = BF16_PRODUCT_DEPTH / RUN;
 
 /// A run held in registers between its load and its staging: its 16 bytes as four 32-bit
-/// words. Held as eight bf16, a run was moved and zeroed half a register at a time: byte
-/// permutes were a fifth of the forward's instructions and a sixth of the weight
-/// gradient's (Nsight Compute, H200).
+/// words. Held as eight bf16, a run is moved and zeroed half a register at a time, in byte
+/// permutes that the forward and the weight gradient would issue for every run
+/// (`docs/perf-log/2026-11-29-bf16-products-issue-and-l1.md`).
 pub(crate) type RunBits = Vector<u32, Const<4>>;
 
 /// The convolution (+ bias) over the cube's `tile`, as [`super::gemm_tensor_cores`]'s, of
@@ -267,8 +270,7 @@ fn swizzled(row: u32, run: u32) -> u32 {
 /// Where this lane's `ldmatrix` runs start in the staging, for each 16-deep step of a
 /// slice: the A operand's at its first row block, the B operand's at its first column
 /// block; the other blocks lie whole rows further, at the same swizzle. Worked out once
-/// before the slices: inside them the compiler recomputed them in every slice (Nsight
-/// Compute, H200).
+/// before the slices: inside them the compiler would recompute them in every slice.
 ///
 /// In an A load, lane l names row l mod 8 of block (l / 8) mod 2 at the step's run l / 16
 /// (the four 8 × 8 blocks in the order of the operand's registers); in a B load, lanes 0–15

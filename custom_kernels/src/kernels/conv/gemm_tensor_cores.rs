@@ -1,14 +1,16 @@
 //! The implicit-GEMM convolution of [`super::gemm`] on the tensor cores, in TF32 or bf16:
 //! the same rows (quads of conv output positions), columns (filters) and depth (input
 //! channel, kernel row, kernel column), the same patch and filter loaders, the same epilogue
-//! ([`write_quad`]: bias, and ReLU + 2×2 pool under an argmax).
+//! ([`write_quad`]: bias, and ReLU + 2×2 pool under an argmax). This file holds the tile,
+//! the kernel, its loaders and its epilogue; a warp's products of a staged slice are in
+//! [`super::gemm_tf32_wmma`] (TF32) and [`super::gemm_bf16_mma`] (bf16).
 //!
-//! Why: the fp32 kernels run the FMA pipe at ≈ 55–60% and cannot go faster than its peak
-//! (67 TFLOP/s on an H100); the tensor cores multiply TF32 several times faster, and bf16
-//! twice as fast again. The cube stages 32-deep slices of the patches and filters in shared
-//! memory as the fp32 kernel does, and each of its eight warps multiplies a 32 × 32 block of
-//! the tile out of them with matrix products k deep (below), accumulating in fp32. The sums
-//! then go through shared memory so the epilogue sees whole quads.
+//! Why: the fp32 kernels are bound by the FMA pipe, whose peak no tiling passes; the tensor
+//! cores multiply TF32 several times faster, and bf16 twice as fast again. The cube stages
+//! 32-deep slices of the patches and filters in shared memory as the fp32 kernel does, and
+//! each of its eight warps multiplies a 32 × 32 block of the tile out of them with matrix
+//! products k deep (below), accumulating in fp32. The sums then go through shared memory so
+//! the epilogue sees whole quads.
 //!
 //! The operands' precision is the kernel's `M` (the products' operand type) and `S` (the
 //! type they are staged in):
@@ -16,28 +18,24 @@
 //!   19 bits (a 10-bit mantissa).
 //! - bf16 (`M = S = bf16`, k = 16): the loaders round each value to bf16 (an 8-bit
 //!   significand) as they stage it, which also halves the staged slice's bytes. The next
-//!   slice waits in registers in fp32 and is rounded only as it is staged: rounded as it
-//!   arrived, each conversion waited for its global load, and the products in between no
-//!   longer hid that load's latency (Nsight Compute, H200: 37% of the warps' stalls; the
-//!   CIFAR-shaped network's bf16 products 19–30% faster without the wait).
+//!   slice waits in registers in fp32 and is rounded only as it is staged: a conversion as
+//!   its values arrive would wait for their global load, and the products in between would
+//!   no longer hide that load's latency
+//!   (`docs/perf-log/2026-11-28-tensor-core-loads-in-flight.md`).
 //!
 //! Either way a product is exact in the fp32 accumulator; only the operands are rounded.
 //! In bf16, layers whose channels come in runs of eight run [`super::gemm_channels_last`]
 //! instead, on channels-last copies; this kernel keeps the others (first layers).
-//!
-//! How the operands reach the tensor cores differs:
-//! - TF32: CUDA's `wmma` fragments (CubeCL's `cmma`), 16 × 16 × 8, loaded from a generic
-//!   pointer.
-//! - bf16: `ldmatrix` and `mma.m16n8k16` (CubeCL's manual matrix API). `ldmatrix .trans`
-//!   reads a staged 8 × 8 block in one instruction and transposes it into the operand's
-//!   registers. Through `wmma`, each fragment load was a generic `LD` plus a `MOVM` transpose
-//!   per register (Nsight Compute, H200: 16% of the forward's instructions, 21% of its
-//!   stalls). `ldmatrix` moves only 16-bit values, so TF32 keeps `wmma`.
 
 use cubecl::prelude::*;
 
 use super::gemm::{CUBE_UNITS, Four, QuadPatch, load_filters, write_quad};
+use super::gemm_bf16_mma::{mma_accumulators, mma_slice, store_mma_sums};
+use super::gemm_tf32_wmma::wmma_slice;
 use crate::kernels::geometry::{Nchw, Window};
+
+/// The TF32 fragments' constructors, also public beside the kernel that uses them.
+pub use super::gemm_tf32_wmma::{accumulators, operand_parts};
 
 /// Depth of one shared-memory slice: four TF32 or two bf16 matrix products deep.
 pub const SLICE_DEPTH: u32 = 32;
@@ -55,16 +53,12 @@ pub(crate) const WARP_PRODUCTS: u32 = 2;
 /// The bf16 `mma`s across a warp's block (its rows take [`WARP_PRODUCTS`]).
 pub(crate) const WARP_MMA_COLUMNS: u32 = WARP_PRODUCTS * PRODUCT_SIDE / MMA_COLUMNS;
 
-/// Two adjacent values: a register of two bf16 operands, or two of an `mma`'s fp32 sums.
-pub(crate) type Two = Const<2>;
-/// Lanes of a CUDA warp: the matrix instructions' unit of work, fixed on every GPU with
-/// matrix units that these kernels run on.
-pub(crate) const WARP_LANES: u32 = 32;
 /// Bytes the matrix loads and stores need their shared-memory addresses aligned to.
 pub const FRAGMENT_ALIGN: usize = 32;
 /// Vectors (of 4) padding each staged row: a matrix load reads 8 adjacent values at each
-/// of 4 depths; rows 8 values longer than a multiple of 32 put those 32 in 32 banks (Nsight
-/// Compute, H100, unpadded: the L1/shared pipe at 85%, the tensor pipe mostly idle).
+/// of 4 depths; rows 8 values longer than a multiple of 32 put those 32 in 32 banks, where
+/// unpadded they share banks and the loads, not the tensor cores, set the kernel's pace
+/// (`docs/perf-log/2026-11-25-v16-tf32-tile.md`).
 const ROW_PAD: u32 = 2;
 
 /// A tile's shape: how many warps sit side by side along the columns (the others sit
@@ -132,12 +126,12 @@ impl TensorTile {
     }
 
     /// Vectors in a staged filter row (one depth): the tile's and [`ROW_PAD`].
-    fn filter_row(self) -> u32 {
+    pub(crate) fn filter_row(self) -> u32 {
         self.column_vectors() + ROW_PAD
     }
 
     /// Vectors of the staged patches: [depth][quad], i.e. the patch matrix column-major.
-    fn patch_vectors(self) -> u32 {
+    pub(crate) fn patch_vectors(self) -> u32 {
         SLICE_DEPTH * self.rows_stride()
     }
 
@@ -377,8 +371,8 @@ pub(crate) fn write_finished<F: Float, A: Int>(
     let rows_floats = comptime!(4 * tile.rows_stride());
     let unit = UNIT_POS;
     // Each unit writes quads of one column at a time, adjacent units adjacent quads; a
-    // loop, not unrolled (unrolled, the pooling epilogue took LeNet's launch to 180
-    // registers and one cube an SM).
+    // loop, not unrolled: unrolled, the pooling epilogue holds so many registers that an SM
+    // fits only one cube.
     for l in 0..comptime!(tile.columns() * tile.quads() / CUBE_UNITS) {
         let at = unit + l * CUBE_UNITS;
         let column = at / tile_quads;
@@ -401,269 +395,6 @@ pub(crate) fn write_finished<F: Float, A: Int>(
             quads_w,
         );
     }
-}
-
-/// This warp's products of one staged slice through `wmma` fragments (TF32): 16 × 16 ×
-/// `product_depth` products of its [`WARP_PRODUCTS`] × [`WARP_PRODUCTS`] blocks.
-#[cube]
-#[allow(clippy::too_many_arguments)]
-fn wmma_slice<F: Float, S: Float, M: Float>(
-    staged: &SharedMemory<Vector<S, Four>>,
-    patch_parts: &Sequence<cmma::Matrix<M>>,
-    filter_parts: &Sequence<cmma::Matrix<M>>,
-    sums: &Sequence<cmma::Matrix<F>>,
-    warp_row: u32,
-    warp_col: u32,
-    #[comptime] product_depth: u32,
-    #[comptime] tile: TensorTile,
-) {
-    let rows_stride = comptime!(tile.rows_stride());
-    let filter_row = comptime!(tile.filter_row());
-    let filters_at = comptime!(tile.patch_vectors());
-    let rows_floats = comptime!(4 * tile.rows_stride());
-    let filter_stride = comptime!(4 * tile.filter_row());
-    #[unroll]
-    for step in 0..comptime!(SLICE_DEPTH / product_depth) {
-        let k = step * product_depth;
-        #[unroll]
-        for i in 0..WARP_PRODUCTS {
-            // Patches are column-major (rows contiguous at each depth), in vectors of 4.
-            let at = (k * rows_stride + (warp_row + i * PRODUCT_SIDE) / 4) as usize;
-            cmma::load(
-                patch_parts.index(comptime!(i as usize)),
-                &staged.slice(at, staged.len()),
-                rows_floats.runtime(),
-            );
-            let at = (filters_at + k * filter_row + (warp_col + i * PRODUCT_SIDE) / 4) as usize;
-            cmma::load(
-                filter_parts.index(comptime!(i as usize)),
-                &staged.slice(at, staged.len()),
-                filter_stride.runtime(),
-            );
-        }
-        #[unroll]
-        for i in 0..WARP_PRODUCTS {
-            #[unroll]
-            for j in 0..WARP_PRODUCTS {
-                let sum = sums.index(comptime!((i * WARP_PRODUCTS + j) as usize));
-                cmma::execute::<M, M, F, F>(
-                    patch_parts.index(comptime!(i as usize)),
-                    filter_parts.index(comptime!(j as usize)),
-                    sum,
-                    sum,
-                );
-            }
-        }
-    }
-}
-
-/// The one `mma` shape the bf16 products run (here and in the weight gradient): 16 rows × 8
-/// columns × 16 deep, bf16 (`S`) operands and fp32 (`F`) sums. Their loads, products and
-/// the store of their sums must all name this same shape.
-#[cube]
-pub(crate) fn bf16_mma<F: Float, S: Float>() -> cmma::MmaDefinition<S, S, F> {
-    cmma::MmaDefinition::<S, S, F>::new(
-        PRODUCT_SIDE as usize,
-        MMA_COLUMNS as usize,
-        BF16_PRODUCT_DEPTH as usize,
-    )
-}
-
-/// This unit's warp in a cube of one dimension.
-#[cube]
-pub(crate) fn warp_of_unit() -> u32 {
-    UNIT_POS_X / WARP_LANES
-}
-
-/// This unit's lane in its warp, in a cube of one dimension. Why not `UNIT_POS_PLANE`: on
-/// CUDA that is the absolute position modulo the runtime's warp size, a division that the
-/// compiler redid in every slice of the products (Nsight Compute, H200).
-#[cube]
-pub(crate) fn lane_of_unit() -> u32 {
-    UNIT_POS_X % WARP_LANES
-}
-
-/// Which 16-byte run of a transposed (depth-major) staging this lane names in the
-/// `ldmatrix .trans` loads of one 16-deep `mma` step. The A operand is four 8 × 8 blocks in
-/// one load: depths 0–7 of rows 0–7, then of rows 8–15, then depths 8–15 of each, the order
-/// of its registers; the lane's run starts at (`a_depth`, `a_row`). The B operand is two
-/// blocks, depths 0–7 then 8–15 of 8 columns: the lane's run is at depth `b_depth`.
-#[derive(CubeType)]
-pub(crate) struct LdmatrixRuns {
-    pub a_depth: u32,
-    pub a_row: u32,
-    pub b_depth: u32,
-}
-
-#[cube]
-impl LdmatrixRuns {
-    pub(crate) fn of_this_lane() -> LdmatrixRuns {
-        let lane = lane_of_unit();
-        LdmatrixRuns {
-            a_depth: lane % 8 + 8 * (lane / 16),
-            a_row: 8 * ((lane / 8) % 2),
-            // Lanes 16–31 take no part in a two-block load, but must name a valid address.
-            b_depth: lane % 16,
-        }
-    }
-}
-
-/// A warp's `count` sums of 16 × 8 `mma`s at zero: four fp32 values a lane, as two pairs.
-#[cube]
-pub(crate) fn mma_accumulators<F: Float>(
-    #[comptime] count: u32,
-) -> Sequence<Array<Vector<F, Two>>> {
-    let mut sums = Sequence::new();
-    #[unroll]
-    for _ in 0..count {
-        let mut sum = Array::<Vector<F, Two>>::new(2usize);
-        #[unroll]
-        for pair in 0..2usize {
-            sum[pair] = Vector::new(F::new(0.0));
-        }
-        sums.push(sum);
-    }
-    sums
-}
-
-/// This warp's products of one staged slice (bf16, `S`) through `ldmatrix` and
-/// `mma.m16n8k16`: for each 16-deep step, its [`WARP_PRODUCTS`] patch blocks of 16 rows
-/// times its [`WARP_MMA_COLUMNS`] filter blocks of 8 columns, into `sums` (row block-major).
-///
-/// The staging is depth-major (a run of rows, or of columns, contiguous at each depth), the
-/// transpose of the operand layouts `mma` takes; `ldmatrix .trans` reads each 8 × 8 block of
-/// it transposed, each lane naming one run ([`LdmatrixRuns`]): the patches are the A
-/// operand, the filters the B operand.
-#[cube]
-fn mma_slice<F: Float, S: Float>(
-    staged: &SharedMemory<Vector<S, Four>>,
-    sums: &mut Sequence<Array<Vector<F, Two>>>,
-    warp_row: u32,
-    warp_col: u32,
-    #[comptime] tile: TensorTile,
-) {
-    let mma = bf16_mma::<F, S>();
-    let rows_stride = comptime!(tile.rows_stride());
-    let filter_row = comptime!(tile.filter_row());
-    let filters_at = comptime!(tile.patch_vectors());
-    let runs = LdmatrixRuns::of_this_lane();
-    #[unroll]
-    for step in 0..comptime!(SLICE_DEPTH / BF16_PRODUCT_DEPTH) {
-        let k = step * BF16_PRODUCT_DEPTH;
-        let mut patches = Sequence::<Array<Vector<S, Two>>>::new();
-        #[unroll]
-        for i in 0..WARP_PRODUCTS {
-            let row = warp_row + i * PRODUCT_SIDE + runs.a_row;
-            let at = ((k + runs.a_depth) * rows_stride + row / 4) as usize;
-            patches.push(mma.load_matrix::<Vector<S, Four>, Two>(
-                &staged.slice(at, at + 2usize),
-                cmma::MatrixIdent::A,
-                4usize,
-                true,
-            ));
-        }
-        #[unroll]
-        for j in 0..WARP_MMA_COLUMNS {
-            let column = warp_col + j * MMA_COLUMNS;
-            let at = (filters_at + (k + runs.b_depth) * filter_row + column / 4) as usize;
-            let filters = mma.load_matrix::<Vector<S, Four>, Two>(
-                &staged.slice(at, at + 2usize),
-                cmma::MatrixIdent::B,
-                2usize,
-                true,
-            );
-            #[unroll]
-            for i in 0..WARP_PRODUCTS {
-                mma.execute_inplace(
-                    patches.index(comptime!(i as usize)),
-                    &filters,
-                    sums.index_mut(comptime!((i * WARP_MMA_COLUMNS + j) as usize)),
-                );
-            }
-        }
-    }
-}
-
-/// The warp's `mma` sums (`row_blocks` × `column_blocks` products of 16 × 8, row
-/// block-major) into `finished`: value (row, column) of the warp's block at `first +
-/// row · row_step + column · column_step`, each where the `mma` layout puts it.
-#[cube]
-pub(crate) fn store_mma_sums<F: Float, S: Float>(
-    sums: &Sequence<Array<Vector<F, Two>>>,
-    finished: &mut SharedMemory<F>,
-    first: u32,
-    #[comptime] row_step: u32,
-    #[comptime] column_step: u32,
-    #[comptime] row_blocks: u32,
-    #[comptime] column_blocks: u32,
-) {
-    let mma = bf16_mma::<F, S>();
-    let lane = lane_of_unit();
-    #[unroll]
-    for i in 0..row_blocks {
-        #[unroll]
-        for j in 0..column_blocks {
-            let sum = sums.index(comptime!((i * column_blocks + j) as usize));
-            #[unroll]
-            for pair in 0..2u32 {
-                let values = sum[pair as usize];
-                #[unroll]
-                for e in 0..2u32 {
-                    let (row, column) =
-                        mma.position_of_nth(lane, pair * 2 + e, cmma::MatrixIdent::Accumulator);
-                    let row = i * PRODUCT_SIDE + row;
-                    let column = j * MMA_COLUMNS + column;
-                    finished[(first + row * row_step + column * column_step) as usize] =
-                        values[e as usize];
-                }
-            }
-        }
-    }
-}
-
-/// A warp's `count` fp32 sums of 16 × 16 products, `product_depth` deep, at zero.
-#[cube]
-pub fn accumulators<F: Float>(
-    #[comptime] count: u32,
-    #[comptime] product_depth: u32,
-) -> Sequence<cmma::Matrix<F>> {
-    let mut sums = Sequence::new();
-    #[unroll]
-    for _ in 0..count {
-        sums.push(cmma::Matrix::<F>::from_value(
-            cmma::MatrixIdent::Accumulator,
-            PRODUCT_SIDE as usize,
-            PRODUCT_SIDE as usize,
-            product_depth as usize,
-            cmma::MatrixLayout::Undefined,
-            F::new(0.0),
-        ));
-    }
-    sums
-}
-
-/// A warp's `count` fragments of one operand of the products, loaded per step.
-#[cube]
-pub fn operand_parts<M: Float>(
-    #[comptime] ident: cmma::MatrixIdent,
-    layout: cmma::MatrixLayout,
-    #[comptime] count: u32,
-    #[comptime] product_depth: u32,
-) -> Sequence<cmma::Matrix<M>> {
-    let mut parts = Sequence::new();
-    #[unroll]
-    for _ in 0..count {
-        parts.push(unsafe {
-            cmma::Matrix::<M>::uninitialized(
-                ident,
-                PRODUCT_SIDE as usize,
-                PRODUCT_SIDE as usize,
-                product_depth as usize,
-                layout,
-            )
-        });
-    }
-    parts
 }
 
 /// Global loads of the slice at depth `k0` into registers: the unit's patch quads and

@@ -30,8 +30,8 @@ const UNITS_PER_SIDE: u32 = 16;
 pub const LOADS_PER_UNIT: u32 = 2;
 /// Vectors per quad slot of a slice in shared memory: the tile's 64 and one of padding,
 /// so that the loaders' stores (adjacent units, adjacent slots) fall in different banks
-/// (unpadded, eight slots a whole row apart hit the same banks: 32 wavefronts a store in
-/// v13, 40% of the kernel's shared-memory traffic).
+/// (unpadded, eight slots a whole row apart hit the same banks, and each store is replayed
+/// for every one: `docs/perf-log/2026-11-24-v14-shared-memory-bank-conflicts.md`).
 const SLOT_VECTORS: u32 = TILE_SIDE + 1;
 
 /// Partial weight (and bias) gradients of split CUBE_POS_Z over the tile (CUBE_POS_Y filters,
@@ -261,8 +261,9 @@ impl SliceLoader {
 
     /// Moves `quad` on to this unit's quad of the next slice, [`SLICE_QUADS`] further, by
     /// carrying along the row and down the image instead of dividing its index by the
-    /// quads of an image and of a row each slice: measured faster, the tensor-core kernel
-    /// with fewer registers live across its walk (docs/perf-log entry 53).
+    /// quads of an image and of a row each slice: a carry costs less than two divisions, and
+    /// keeps fewer registers live across the tensor-core kernel's walk
+    /// (`docs/perf-log/2026-11-29-weight-gradient-loads-in-flight.md`).
     pub fn next_quad(&self, quad: &mut SlotQuad) {
         quad.index += SLICE_QUADS as usize;
         quad.valid = quad.index < self.quad_end;

@@ -4,9 +4,9 @@
 //! [image][row][column][channel] runs.
 //!
 //! Why: the tensor-core kernel gathers each staged value on its own from the NCHW maps,
-//! decoding the pool's argmax for the gradient, and issued about 45 instructions for each
-//! matrix product (Nsight Compute, H200: its two launches took 384–401 µs at CIFAR-shaped
-//! b512, the largest share of the bf16 step). Here each unit stages a slice with two
+//! decoding the pool's argmax for the gradient, so it issues tens of instructions for each
+//! matrix product and is the bf16 step's largest kernel
+//! (`docs/perf-log/2026-11-29-bf16-channels-last.md`). Here each unit stages a slice with two
 //! 16-byte loads — eight filters' gradients at one conv position, and eight depths (one tap,
 //! eight channels) of that position's patch — at addresses it steps from slice to slice.
 //!
@@ -23,10 +23,9 @@ use cubecl::prelude::*;
 
 use super::channels_last::ChannelsLast;
 use super::gemm::CUBE_UNITS;
+use super::gemm_bf16_mma::{mma_accumulators, store_mma_sums, warp_of_unit};
 use super::gemm_channels_last::{RUN, RunBits};
-use super::gemm_tensor_cores::{
-    FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, mma_accumulators, store_mma_sums, warp_of_unit,
-};
+use super::gemm_tensor_cores::{FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE};
 use super::gemm_weight_grad::TILE_SIDE;
 use super::gemm_weight_grad_tensor_cores::{
     FINISHED_ROW, PRODUCT_ROWS, SLICE_POSITIONS, STAGED_ROW, StagedStarts, WARP_MMA_COLUMNS,

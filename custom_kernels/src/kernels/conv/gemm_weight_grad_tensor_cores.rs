@@ -21,10 +21,9 @@
 use cubecl::prelude::*;
 
 use super::gemm::CUBE_UNITS;
-use super::gemm_tensor_cores::{
-    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, LdmatrixRuns, MMA_COLUMNS, PRODUCT_SIDE, Two, accumulators,
-    bf16_mma, mma_accumulators, operand_parts, store_mma_sums,
-};
+use super::gemm_bf16_mma::{LdmatrixRuns, Two, bf16_mma, mma_accumulators, store_mma_sums};
+use super::gemm_tensor_cores::{BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE};
+use super::gemm_tf32_wmma::{accumulators, operand_parts};
 use super::gemm_weight_grad::{LOADS_PER_UNIT, SLICE_QUADS, SliceLoader, SlotValues, TILE_SIDE};
 use crate::kernels::geometry::{Nchw, Window};
 
@@ -260,7 +259,7 @@ fn wmma_slice<F: Float, S: Float, M: Float>(
 /// Where this lane's `ldmatrix` runs start in the weight gradient's stagings (in their
 /// elements of `values` bf16), for the first 16 positions of a slice; later ones lie a
 /// fixed distance further. Worked out once before the slices: inside them the compiler
-/// recomputed them from the unit's position in every slice (Nsight Compute, H200).
+/// would recompute them from the unit's position in every slice.
 #[derive(CubeType)]
 pub(crate) struct StagedStarts {
     grads: u32,

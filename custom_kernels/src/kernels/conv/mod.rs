@@ -7,8 +7,10 @@
 pub mod channels_last;
 pub mod direct;
 pub mod gemm;
+pub mod gemm_bf16_mma;
 pub mod gemm_channels_last;
 pub mod gemm_tensor_cores;
+pub mod gemm_tf32_wmma;
 pub mod gemm_weight_grad;
 pub mod gemm_weight_grad_channels_last;
 pub mod gemm_weight_grad_tensor_cores;

@@ -159,9 +159,9 @@ fn add_element<F: Float, A: Int>(
 }
 
 /// Partials a unit of [`conv2d_weight_grad_sum`] loads before adding them: loads issued
-/// one at a time between dependent adds waited out their latency in turn (a first layer's
-/// 745 splits took 84 µs to sum, Nsight Compute, H200); 16 at a time, 762 splits took 70
-/// µs, and 64 at a time (in cubes of 64 units) 51.
+/// one at a time between dependent adds wait out their latency in turn, while 64 in flight
+/// keep a first layer's sum of hundreds of splits from being latency-bound
+/// (`docs/perf-log/2026-11-29-bf16-input-copied-once.md`).
 const SUM_LOADS: u32 = 64;
 
 /// Sums the groups' partials: one unit per (co, ci, term) in `partials`' layout, [groups,

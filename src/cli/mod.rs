@@ -1,0 +1,91 @@
+//! `cubenet`: train, evaluate and run small networks from one command.
+//!
+//! ```text
+//! cubenet train --config configs/mnist_cnn.toml --data-dir path/to/mnist
+//! cubenet train --config configs/quadrants.toml --set training.epochs=20 --resume
+//! cubenet eval --model-dir artifacts/mnist_cnn
+//! cubenet predict --model-dir artifacts/mnist_cnn digit.png
+//! cubenet export --model-dir artifacts/mnist_cnn
+//! cubenet bench --variants ndarray,cuda-cubenet
+//! cubenet info
+//! ```
+//! Every user error (a missing file, a bad config key, a backend not compiled in, no GPU)
+//! is one line on stderr and exit code 2.
+
+mod bench;
+mod eval;
+mod export;
+mod info;
+mod predict;
+mod train;
+
+use std::process::ExitCode;
+
+use std::path::Path;
+
+use clap::{Parser, Subcommand};
+
+use crate::device::BackendKind;
+use crate::error_line::error_line;
+use crate::run_file::RunConfig;
+use crate::train::SavedModel;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cubenet",
+    version,
+    about = "Train small CNNs and MLPs with Burn"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Train an image or tabular run from a TOML run file plus flag overrides
+    Train(train::Args),
+    /// Measure a trained model on test data
+    Eval(eval::Args),
+    /// Write a trained model's weights as safetensors with PyTorch's names, and a sidecar
+    Export(export::Args),
+    /// Predict a PNG or IDX image (image runs) or the rows of a CSV file (tabular runs)
+    Predict(predict::Args),
+    /// The backend benchmark: one training step on every backend
+    Bench(bench::Args),
+    /// The backends compiled into this build and whether each finds a device
+    Info,
+}
+
+/// Runs the `cubenet` command on this process's arguments: what `src/bin/cubenet.rs` and the
+/// data-parallel build's `main` do.
+pub fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Train(args) => train::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::Predict(args) => predict::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Info => info::run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", error_line(error.as_ref()));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The trained run in `dir` on `backend`, by default the one its run file names, with that
+/// run file where it has one.
+fn load_saved_run(
+    dir: &Path,
+    backend: Option<BackendKind>,
+) -> anyhow::Result<(SavedModel, Option<RunConfig>)> {
+    let run = SavedModel::run_file(dir)?
+        .map(|path| RunConfig::load(&path, &[]))
+        .transpose()?;
+    let backend = backend.or_else(|| run.as_ref().and_then(|run| run.backend));
+    Ok((SavedModel::load(dir, backend)?, run))
+}

@@ -1,0 +1,264 @@
+//! Resolving a run file: every default written out, and the job it describes in the
+//! settings of the code that trains it.
+
+use std::path::Path;
+
+use crate::data::{Augment, IMAGE_PIXELS, ImageSource, MnistSource, NUM_CLASSES};
+use crate::device::BackendKind;
+use crate::model::{CnnConfig, ImageModelConfig, LeNetConfig, MlpConfig, SimpleCnnConfig};
+use crate::train::tabular::{OptimizerConfig, TabularConfig, TabularJob, TabularReport};
+use crate::train::{
+    ConfusionMatrix, ImageJob, ImageTrainingConfig, Run, RunError, RunJob, accuracy_line, launch,
+};
+
+use super::*;
+
+/// The run a config describes, in the settings of the code that trains it.
+#[derive(Debug, Clone)]
+pub enum Job {
+    /// An image run; its network is sized to the images when they are loaded
+    /// ([`ImageModelConfig::fit`]).
+    Image(ImageJob),
+    Tabular(TabularJob),
+}
+
+impl Job {
+    /// The files and folders the run reads.
+    pub fn inputs(&self) -> Vec<&Path> {
+        match self {
+            Job::Image(job) => job.inputs(),
+            Job::Tabular(job) => job.inputs(),
+        }
+    }
+
+    /// Trains on `backend` in `run`.
+    pub fn launch(self, run: Run, backend: BackendKind) -> Result<RunReport, RunError> {
+        Ok(match self {
+            Job::Image(job) => RunReport::Image(launch(job, run, backend)?),
+            Job::Tabular(job) => RunReport::Tabular(launch(job, run, backend)?),
+        })
+    }
+}
+
+/// What a finished run measured on its test split.
+#[derive(Debug, Clone)]
+pub enum RunReport {
+    Image(ConfusionMatrix),
+    Tabular(TabularReport),
+}
+
+/// The per-class table and the `test accuracy:` line, or the table's test metrics.
+impl std::fmt::Display for RunReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunReport::Image(confusion) => {
+                write!(f, "{confusion}{}", accuracy_line(confusion.accuracy()))
+            }
+            RunReport::Tabular(report) => write!(f, "{report}"),
+        }
+    }
+}
+
+impl RunConfig {
+    /// The config with every default written out (what `--print-config` prints), and the
+    /// run it describes.
+    pub fn resolve(&self) -> Result<(RunConfig, Job), ConfigError> {
+        let mut resolved = self.clone();
+        resolved.backend = Some(self.backend.unwrap_or_else(BackendKind::default_for_build));
+        let job = match &self.data {
+            DataSection::Mnist { dir, options } => {
+                let source =
+                    ImageSource::Mnist(dir.clone().map_or(MnistSource::Download, MnistSource::Dir));
+                self.resolve_images(source, options, &mut resolved)?
+            }
+            DataSection::Images { source, options } => {
+                self.resolve_images(source.clone(), options, &mut resolved)?
+            }
+            DataSection::Table(table) => self.resolve_table(table, &mut resolved)?,
+        };
+        Ok((resolved, job))
+    }
+
+    /// An image run: the network, Adam's learning rate and the training settings, each
+    /// absent value taken from [`ImageTrainingConfig`]'s defaults and written into `resolved`.
+    fn resolve_images(
+        &self,
+        source: ImageSource,
+        options: &ImageOptions,
+        resolved: &mut RunConfig,
+    ) -> Result<Job, ConfigError> {
+        let defaults = image_defaults();
+        let learning_rate = match self.optimizer {
+            None => defaults.learning_rate,
+            Some(OptimizerConfig::Adam {
+                learning_rate,
+                l2: 0.0,
+            }) => learning_rate,
+            Some(_) => {
+                return Err(ConfigError::Invalid(
+                    "image runs train with Adam (cosine-annealed, no L2): set [optimizer] \
+                     kind = \"adam\" and only learning_rate"
+                        .into(),
+                ));
+            }
+        };
+        resolved.optimizer = Some(OptimizerConfig::Adam {
+            learning_rate,
+            l2: 0.0,
+        });
+        let augment = Augment {
+            flip: options.flip,
+            pad: options.pad,
+        };
+        let t = &self.training;
+        let config = ImageTrainingConfig::new(self.image_model()?)
+            .with_epochs(t.epochs.unwrap_or(defaults.epochs))
+            .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
+            .with_patience(t.patience.unwrap_or(defaults.patience))
+            .with_seed(t.seed.unwrap_or(defaults.seed))
+            .with_workers(t.workers.unwrap_or(defaults.workers))
+            .with_device_data_mb(t.device_data_mb.unwrap_or(defaults.device_data_mb))
+            .with_learning_rate(learning_rate)
+            .with_valid_fraction(options.valid_fraction)
+            .with_limit_train(options.limit_train)
+            .with_limit_test(options.limit_test)
+            .with_augment((!augment.is_off()).then_some(augment))
+            .with_devices(t.devices.clone().unwrap_or(defaults.devices))
+            .with_init_from(self.model.init_from().cloned());
+        resolved.training = TrainingSection {
+            epochs: Some(config.epochs),
+            batch_size: Some(config.batch_size),
+            patience: Some(config.patience),
+            seed: Some(config.seed),
+            workers: Some(config.workers),
+            device_data_mb: Some(config.device_data_mb),
+            devices: Some(config.devices.clone()),
+        };
+        config
+            .validate()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        Ok(Job::Image(ImageJob { config, source }))
+    }
+
+    /// The `[model]` section as an image network, before it is sized to the images
+    /// ([`ImageModelConfig::fit`] sets the input shape and the classes).
+    fn image_model(&self) -> Result<ImageModelConfig, ConfigError> {
+        Ok(match &self.model {
+            ModelSection::Simple {
+                filters,
+                kernels,
+                precision,
+                ..
+            } => ImageModelConfig::Simple(
+                SimpleCnnConfig::new()
+                    .with_filters(*filters)
+                    .with_kernels(*kernels)
+                    .with_precision(*precision),
+            ),
+            ModelSection::Lenet {
+                channels,
+                hidden,
+                kernels,
+                precision,
+                ..
+            } => ImageModelConfig::Lenet(
+                LeNetConfig::new()
+                    .with_channels(*channels)
+                    .with_hidden(*hidden)
+                    .with_kernels(*kernels)
+                    .with_precision(*precision),
+            ),
+            ModelSection::Cnn {
+                layers,
+                kernels,
+                precision,
+                ..
+            } => ImageModelConfig::Cnn(
+                CnnConfig::new([1, 28, 28], NUM_CLASSES, layers.clone())
+                    .with_kernels(*kernels)
+                    .with_precision(*precision),
+            ),
+            ModelSection::Mlp { task: Some(_), .. }
+            | ModelSection::Mlp {
+                classes: Some(_), ..
+            } => {
+                return Err(ConfigError::Invalid(
+                    "[model] task and classes are for tables; an image MLP has one output per \
+                     class of its images"
+                        .into(),
+                ));
+            }
+            ModelSection::Mlp {
+                hidden,
+                activation,
+                layer_activations,
+                ..
+            } => ImageModelConfig::Mlp(
+                MlpConfig::new(IMAGE_PIXELS, hidden.clone(), NUM_CLASSES)
+                    .with_activation(*activation)
+                    .with_layer_activations(layer_activations.clone()),
+            ),
+        })
+    }
+
+    /// A tabular run: the MLP, its optimizer and the training settings, each absent value
+    /// taken from [`TabularConfig`]'s defaults and written into `resolved`.
+    fn resolve_table(
+        &self,
+        table: &TableSection,
+        resolved: &mut RunConfig,
+    ) -> Result<Job, ConfigError> {
+        let invalid = |message: &str| Err(ConfigError::Invalid(message.into()));
+        let ModelSection::Mlp {
+            task,
+            hidden,
+            activation,
+            layer_activations,
+            classes,
+            init_from,
+        } = &self.model
+        else {
+            return invalid("tabular data trains an MLP: set [model] kind = \"mlp\" and a task");
+        };
+        let Some(task) = *task else {
+            return invalid("set [model] task = \"regression\", \"binary\" or \"multiclass\"");
+        };
+        let t = &self.training;
+        if t.workers.is_some() || t.device_data_mb.is_some() {
+            return invalid("[training] workers and device_data_mb are for image runs");
+        }
+        if t.devices.as_ref().is_some_and(|devices| devices.len() > 1) {
+            return invalid("tabular runs train on one device: give training.devices one index");
+        }
+        let (data, features, targets) = table.columns();
+        let defaults = table_defaults();
+        let optimizer = self.optimizer.unwrap_or(defaults.optimizer);
+        resolved.optimizer = Some(optimizer);
+        let config = TabularConfig::new(features, targets, task)
+            .with_classes(*classes)
+            .with_hidden(hidden.clone())
+            .with_activation(*activation)
+            .with_layer_activations(layer_activations.clone())
+            .with_optimizer(optimizer)
+            .with_epochs(t.epochs.unwrap_or(defaults.epochs))
+            .with_batch_size(t.batch_size.or(defaults.batch_size))
+            .with_patience(t.patience.unwrap_or(defaults.patience))
+            .with_seed(t.seed.unwrap_or(defaults.seed))
+            .with_split(table.split())
+            .with_standardize(table.standardize())
+            .with_init_from(init_from.clone());
+        config
+            .validate()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        resolved.training = TrainingSection {
+            epochs: Some(config.epochs),
+            batch_size: config.batch_size,
+            patience: Some(config.patience),
+            seed: Some(config.seed),
+            workers: None,
+            device_data_mb: None,
+            devices: None,
+        };
+        Ok(Job::Tabular(TabularJob { config, data }))
+    }
+}

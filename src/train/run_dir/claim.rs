@@ -1,0 +1,191 @@
+//! Claiming an artifact directory, and the rule that keeps a user's files safe in it: cubenet deletes
+//! or overwrites only what it wrote. A run takes a directory only when it is new, empty, or
+//! already marked as a cubenet run's by [`MARKER_FILE`] (written first, before anything
+//! else); a non-empty directory without the marker is refused, never cleared. What a fresh run
+//! then clears there is only what runs write: the checkpoint records and the metric logs'
+//! epoch folders (see [`crate::train::begin_run`]). The run's own inputs must not lie where runs
+//! write, nor may the directory lie inside an image folder it trains on.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use super::{RUN_FOLDERS, RunDir};
+use crate::atomic_file::write_atomically;
+use crate::train::TrainError;
+
+/// What the marker says to someone who opens it.
+const MARKER_TEXT: &str = "This directory holds the artifacts of a cubenet run. A new run here \
+                           replaces them: its checkpoints, metric logs, model and plots.\n";
+impl RunDir {
+    /// Takes `root` as the artifact directory of a run reading `inputs` (its data files and
+    /// folders): creates it if absent, refuses it if it holds files but no cubenet run, or if
+    /// an input lies where runs write, then marks it. Taking a directory again is harmless.
+    pub fn claim(root: impl Into<PathBuf>, inputs: &[&Path]) -> Result<Self, TrainError> {
+        let run_dir = RunDir::open(root);
+        claim(&run_dir, inputs)?;
+        Ok(run_dir)
+    }
+}
+
+fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
+    let dir = run_dir.root();
+    let refuse = |reason: String| TrainError::ArtifactDir {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    // Checked before anything is created, so that a refused directory leaves no trace.
+    let artifacts = resolved(dir).map_err(TrainError::read(dir))?;
+    for input in inputs {
+        // A missing input is the data reader's to report, with its own message.
+        let Ok(input_path) = fs::canonicalize(input) else {
+            continue;
+        };
+        if let Some(reason) = overlap(&artifacts, &input_path) {
+            return Err(refuse(format!("{} {reason}", input.display())));
+        }
+    }
+    match fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => return Err(refuse("it is a file, not a directory".into())),
+        Ok(_) if !is_marked(run_dir) => {
+            let mut entries = fs::read_dir(dir).map_err(TrainError::read(dir))?;
+            if let Some(entry) = entries.next() {
+                let name = entry.map_err(TrainError::read(dir))?.file_name();
+                return Err(refuse(format!(
+                    "it holds files that no cubenet run wrote (`{}` …), and cubenet never \
+                     replaces those: choose a new or empty directory",
+                    name.to_string_lossy()
+                )));
+            }
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(TrainError::io(dir))?
+        }
+        Err(e) => return Err(TrainError::read(dir)(e)),
+    }
+    let marker = run_dir.marker();
+    if !marker.is_file() {
+        write_atomically(&marker, MARKER_TEXT.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `path` made absolute with its existing part's links resolved, as
+/// [`fs::canonicalize`] gives it for a path that exists.
+fn resolved(path: &Path) -> std::io::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut existing = absolute.as_path();
+    let mut missing = Vec::new();
+    while !existing.exists() {
+        let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+            break;
+        };
+        missing.push(name);
+        existing = parent;
+    }
+    let mut resolved = fs::canonicalize(existing)?;
+    resolved.extend(missing.iter().rev());
+    Ok(resolved)
+}
+
+/// Whether an earlier run marked `dir`; runs of cubenet from before the marker are known by
+/// the settings file they kept among their checkpoints, its benchmarks by their results.
+fn is_marked(run_dir: &RunDir) -> bool {
+    run_dir.marker().is_file()
+        || run_dir.checkpoints().is_run()
+        || run_dir.root().join("results.json").is_file()
+}
+
+/// Why the input at `input` may not be read by a run writing into `artifacts` (both
+/// canonical), if it may not.
+fn overlap(artifacts: &Path, input: &Path) -> Option<String> {
+    if artifacts.starts_with(input) && input.is_dir() {
+        return Some(
+            "holds the artifact directory, whose files would be read as data: keep the \
+             artifacts outside the data folder"
+                .into(),
+        );
+    }
+    let inside = input.strip_prefix(artifacts).ok()?;
+    let mut parts = inside.components();
+    let first = parts.next()?.as_os_str().to_string_lossy();
+    let written_here = parts.next().is_none() || RUN_FOLDERS.contains(&first.as_ref());
+    written_here.then(|| {
+        format!(
+            "lies where runs write in the artifact directory ({}): move the data into a \
+             folder of its own, or choose another artifact directory",
+            PathBuf::from(first.as_ref()).display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::MARKER_FILE;
+
+    fn refusal(dir: &Path, inputs: &[&Path]) -> String {
+        RunDir::claim(dir, inputs).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn new_empty_and_marked_directories_are_taken_others_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let new = root.path().join("a/b");
+        RunDir::claim(&new, &[]).unwrap();
+        assert!(new.join(MARKER_FILE).is_file());
+        fs::write(new.join("model.mpk"), b"x").unwrap();
+        RunDir::claim(&new, &[]).unwrap();
+
+        let empty = root.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        RunDir::claim(&empty, &[]).unwrap();
+
+        let users = root.path().join("photos");
+        fs::create_dir(&users).unwrap();
+        fs::write(users.join("cat.png"), b"x").unwrap();
+        let message = refusal(&users, &[]);
+        assert!(
+            message.contains("photos") && message.contains("`cat.png`"),
+            "{message}"
+        );
+        assert!(!users.join(MARKER_FILE).exists());
+
+        let file = root.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        assert!(refusal(&file, &[]).contains("it is a file, not a directory"));
+    }
+
+    #[test]
+    fn inputs_where_runs_write_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("run");
+        for folder in ["train/cat", "data/train", "checkpoint"] {
+            fs::create_dir_all(dir.join(folder)).unwrap();
+        }
+        fs::write(dir.join("table.csv"), b"x").unwrap();
+        fs::write(dir.join(MARKER_FILE), MARKER_TEXT).unwrap();
+        RunDir::claim(&dir, &[&dir.join("data/train"), &root.path().join("none")]).unwrap();
+        for input in ["train", "train/cat", "table.csv", "checkpoint"] {
+            let message = refusal(&dir, &[&dir.join(input)]);
+            assert!(
+                message.contains("lies where runs write"),
+                "{input}: {message}"
+            );
+        }
+        let message = refusal(&dir, &[root.path()]);
+        assert!(
+            message.contains("holds the artifact directory"),
+            "{message}"
+        );
+        // Refused before it is created: nothing is left in the data folder.
+        let inside_data = dir.join("data/train/run");
+        let message = refusal(&inside_data, &[&dir.join("data/train")]);
+        assert!(
+            message.contains("holds the artifact directory"),
+            "{message}"
+        );
+        assert!(!inside_data.exists());
+    }
+}

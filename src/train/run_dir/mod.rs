@@ -1,0 +1,150 @@
+//! The artifact directory of a run, and everything in it. [`RunDir`] is its one owner: a run
+//! claims its directory once ([`RunDir::claim`]), and every path that cubenet writes or reads
+//! there is named by one of its methods, so that the layout is written down in one place.
+//!
+//! ```text
+//! <artifact_dir>/
+//!   .cubenet-run            the mark that makes the folder a cubenet run's (claim.rs)
+//!   run.toml                the resolved run file
+//!   config.json             the model's settings (and, for tables, the task's)
+//!   preprocessing.json      tables: the feature standardization
+//!   model.mpk               the trained model
+//!   curves.png, confusion-matrix.png, per-class-accuracy.csv
+//!   experiment.log          burn-train's application log
+//!   checkpoint/             per-epoch records and the run's settings (checkpoints.rs)
+//!   train/, valid/          burn-train's metric logs, an `epoch-<k>` folder per epoch
+//!   cache/                  decoded images
+//!   export/                 what `cubenet export` writes
+//! ```
+
+pub(crate) mod artifacts;
+pub(crate) mod checkpoints;
+mod claim;
+pub(crate) mod confusion;
+pub(crate) mod metric_logs;
+pub(crate) mod recorder;
+pub(crate) mod resume;
+
+use std::path::{Path, PathBuf};
+
+use checkpoints::Checkpoints;
+
+/// Marks a directory as holding a cubenet run's artifacts.
+pub const MARKER_FILE: &str = ".cubenet-run";
+/// The resolved run file, from which `eval` and `predict` rebuild the network and its data.
+pub const RUN_FILE: &str = "run.toml";
+/// The model's settings.
+pub const CONFIG_FILE: &str = "config.json";
+/// A tabular run's feature standardization.
+pub const PREPROCESSING_FILE: &str = "preprocessing.json";
+/// The final model record.
+pub const MODEL_FILE: &str = "model.mpk";
+/// The loss and accuracy figure.
+pub const CURVES_FILE: &str = "curves.png";
+/// The test split's confusion matrix.
+pub const CONFUSION_MATRIX_FILE: &str = "confusion-matrix.png";
+/// The test split's accuracy per class.
+pub const PER_CLASS_ACCURACY_FILE: &str = "per-class-accuracy.csv";
+/// burn-train's application log.
+const EXPERIMENT_LOG: &str = "experiment.log";
+/// The checkpoints (burn-train's name).
+pub const CHECKPOINT_DIR: &str = "checkpoint";
+/// burn-train's metric logs, one folder a split.
+const METRIC_LOG_DIRS: [&str; 2] = ["train", "valid"];
+/// The prefix of a metric log's folder for one epoch, `epoch-<k>`.
+const EPOCH_PREFIX: &str = "epoch-";
+/// Decoded images, kept between runs.
+pub const IMAGE_CACHE_DIR: &str = "cache";
+/// What `cubenet export` writes by default.
+pub const EXPORT_DIR: &str = "export";
+/// The entries that runs clear or fill, where a run's own inputs may not lie.
+const RUN_FOLDERS: [&str; 4] = [
+    METRIC_LOG_DIRS[0],
+    METRIC_LOG_DIRS[1],
+    CHECKPOINT_DIR,
+    IMAGE_CACHE_DIR,
+];
+
+/// A run's artifact directory: claimed for a run that writes there ([`RunDir::claim`]), or
+/// opened to read a finished one ([`RunDir::open`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    /// A finished run's directory, to read from; nothing is checked or created.
+    pub fn open(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn marker(&self) -> PathBuf {
+        self.root.join(MARKER_FILE)
+    }
+
+    pub fn run_file(&self) -> PathBuf {
+        self.root.join(RUN_FILE)
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.root.join(CONFIG_FILE)
+    }
+
+    pub fn preprocessing(&self) -> PathBuf {
+        self.root.join(PREPROCESSING_FILE)
+    }
+
+    pub fn model(&self) -> PathBuf {
+        self.root.join(MODEL_FILE)
+    }
+
+    pub fn curves(&self) -> PathBuf {
+        self.root.join(CURVES_FILE)
+    }
+
+    pub fn confusion_matrix(&self) -> PathBuf {
+        self.root.join(CONFUSION_MATRIX_FILE)
+    }
+
+    pub fn per_class_accuracy(&self) -> PathBuf {
+        self.root.join(PER_CLASS_ACCURACY_FILE)
+    }
+
+    pub fn experiment_log(&self) -> PathBuf {
+        self.root.join(EXPERIMENT_LOG)
+    }
+
+    pub fn image_cache(&self) -> PathBuf {
+        self.root.join(IMAGE_CACHE_DIR)
+    }
+
+    pub fn export(&self) -> PathBuf {
+        self.root.join(EXPORT_DIR)
+    }
+
+    /// The checkpoint folder and its records.
+    pub(crate) fn checkpoints(&self) -> Checkpoints {
+        Checkpoints::in_dir(self.root.join(CHECKPOINT_DIR))
+    }
+
+    /// The training and validation metric logs' folders.
+    pub fn metric_log_dirs(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        METRIC_LOG_DIRS.iter().map(|split| self.root.join(split))
+    }
+
+    /// burn-train's folder for the logs of `epoch` of the split whose folder is `split_dir`.
+    pub fn epoch_logs(split_dir: &Path, epoch: usize) -> PathBuf {
+        split_dir.join(format!("{EPOCH_PREFIX}{epoch}"))
+    }
+
+    /// The epoch whose logs a folder named `name` holds, if it is one ([`RunDir::epoch_logs`]'s
+    /// inverse).
+    pub fn logged_epoch(name: &str) -> Option<usize> {
+        name.strip_prefix(EPOCH_PREFIX)?.parse().ok()
+    }
+}
