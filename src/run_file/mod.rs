@@ -244,6 +244,11 @@ mod tests {
         );
         assert!(matches!(set("epochs"), Err(ConfigError::Override(_))));
         assert_eq!(
+            set("training.epochs=7\nseed=99").unwrap_err().to_string(),
+            "`--set training.epochs=7\\nseed=99`: a `--set` takes one key on one line: give \
+             each key a --set of its own"
+        );
+        assert_eq!(
             set("training.epochs=three").unwrap_err().to_string(),
             "`--set training.epochs=three`: invalid type: string \"three\", expected usize"
         );

@@ -65,6 +65,13 @@ pub(super) fn set<'a>(
     assignment: &'a str,
 ) -> Result<AppliedOverride<'a>, ConfigError> {
     let bad = || ConfigError::Override(assignment.to_string());
+    if assignment.contains(['\n', '\r']) {
+        // Parsed as TOML, the lines after the first would set keys of their own, unseen.
+        return Err(ConfigError::BadOverride {
+            assignment: assignment.escape_debug().to_string(),
+            message: "a `--set` takes one key on one line: give each key a --set of its own".into(),
+        });
+    }
     let (key, raw) = assignment.split_once('=').ok_or_else(bad)?;
     let path: Vec<&str> = key.trim().split('.').collect();
     if path.iter().any(|part| part.is_empty()) {

@@ -126,6 +126,42 @@ fn a_fresh_run_replaces_only_what_runs_wrote() {
     assert!(!dir.join("checkpoint/model-2.mpk").exists());
 }
 
+/// Only cubenet's mark makes a folder a run's: files that look like a run's (a benchmark's
+/// `results.json`, a checkpoint folder's `run-settings.json`) do not, and a run there is
+/// refused with nothing written, deleted or replaced.
+#[test]
+fn a_look_alike_folder_is_not_taken_for_a_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let results = root.path().join("results");
+    fs::create_dir_all(results.join("train/epoch-1")).unwrap();
+    fs::write(results.join("results.json"), "{}").unwrap();
+    fs::write(results.join("config.json"), "mine").unwrap();
+    fs::write(results.join("train/epoch-1/data.csv"), "mine").unwrap();
+    let before = snapshot(&results);
+    assert_user_error(
+        &mut xor(&results, 1, &[]),
+        "holds files that no cubenet run wrote",
+    );
+    assert_eq!(snapshot(&results), before);
+
+    let settings = root.path().join("settings");
+    fs::create_dir_all(settings.join("checkpoint")).unwrap();
+    fs::create_dir_all(settings.join("valid/epoch-7")).unwrap();
+    fs::write(settings.join("checkpoint/run-settings.json"), "{}").unwrap();
+    fs::write(settings.join("valid/epoch-7/Loss.log"), "mine").unwrap();
+    fs::write(settings.join("model.mpk"), "mine").unwrap();
+    let before = snapshot(&settings);
+    assert_user_error(
+        &mut xor(&settings, 1, &[]),
+        "not the mark `.cubenet-run` that makes a folder a cubenet run's; if an older cubenet \
+         wrote them, create an empty `.cubenet-run` file there",
+    );
+    assert_eq!(snapshot(&settings), before);
+    // With the mark, as the message says, the folder is a run's again.
+    fs::write(settings.join(cubenet::train::MARKER_FILE), "").unwrap();
+    succeeds(&mut xor(&settings, 1, &[]));
+}
+
 #[test]
 fn data_where_runs_write_is_refused() {
     let root = tempfile::tempdir().unwrap();

@@ -1,16 +1,18 @@
-//! Claiming an artifact directory, and the rule that keeps a user's files safe in it: cubenet deletes
-//! or overwrites only what it wrote. A run takes a directory only when it is new, empty, or
-//! already marked as a cubenet run's by [`MARKER_FILE`] (written first, before anything
-//! else); a non-empty directory without the marker is refused, never cleared. What a fresh run
-//! then clears there is only what runs write: the checkpoint records and the metric logs'
-//! epoch folders (see [`crate::train::begin_run`]). The run's own inputs must not lie where runs
-//! write, nor may the directory lie inside an image folder it trains on.
+//! Claiming an artifact directory, and the rule that keeps a user's files safe in it:
+//! cubenet deletes or overwrites only what it wrote. A run takes a directory only when it is
+//! new, empty, or already marked as a cubenet run's by [`MARKER_FILE`] (written first, before
+//! anything else); a non-empty directory without the mark is refused, never cleared, whatever
+//! else it holds: a user's `results.json` or `checkpoint/run-settings.json` look like a run's
+//! files, and only the mark tells them apart. What a fresh run then clears there is only what
+//! runs write: the checkpoint records and the metric logs' epoch folders (see
+//! [`super::resume::begin_run`]). The run's own inputs must not lie where runs write, nor may
+//! the directory lie inside an image folder it trains on.
 
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::{RUN_FOLDERS, RunDir};
+use super::{MARKER_FILE, RUN_FOLDERS, RunDir};
 use crate::atomic_file::write_atomically;
 use crate::train::TrainError;
 
@@ -47,7 +49,15 @@ fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
     }
     match fs::metadata(dir) {
         Ok(meta) if !meta.is_dir() => return Err(refuse("it is a file, not a directory".into())),
-        Ok(_) if !is_marked(run_dir) => {
+        Ok(_) if !run_dir.marker().is_file() => {
+            if run_dir.checkpoints().is_run() {
+                return Err(refuse(format!(
+                    "it holds checkpoints but not the mark `{MARKER_FILE}` that makes a folder a \
+                     cubenet run's; if an older cubenet wrote them, create an empty \
+                     `{MARKER_FILE}` file there to continue or replace that run, else choose a \
+                     new or empty directory"
+                )));
+            }
             let mut entries = fs::read_dir(dir).map_err(TrainError::read(dir))?;
             if let Some(entry) = entries.next() {
                 let name = entry.map_err(TrainError::read(dir))?.file_name();
@@ -89,14 +99,6 @@ fn resolved(path: &Path) -> std::io::Result<PathBuf> {
     Ok(resolved)
 }
 
-/// Whether an earlier run marked `dir`; runs of cubenet from before the marker are known by
-/// the settings file they kept among their checkpoints, its benchmarks by their results.
-fn is_marked(run_dir: &RunDir) -> bool {
-    run_dir.marker().is_file()
-        || run_dir.checkpoints().is_run()
-        || run_dir.root().join("results.json").is_file()
-}
-
 /// Why the input at `input` may not be read by a run writing into `artifacts` (both
 /// canonical), if it may not.
 fn overlap(artifacts: &Path, input: &Path) -> Option<String> {
@@ -123,7 +125,6 @@ fn overlap(artifacts: &Path, input: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::MARKER_FILE;
 
     fn refusal(dir: &Path, inputs: &[&Path]) -> String {
         RunDir::claim(dir, inputs).unwrap_err().to_string()
