@@ -29,7 +29,8 @@ pub(crate) struct RunLength {
     pub epochs: usize,
     /// Stop after this many epochs without a lower validation loss.
     pub patience: usize,
-    /// The epoch a resumed run continues after (see [`crate::train::begin_run`]).
+    /// The epoch a resumed run continues after (see
+    /// [`crate::train::run_dir::resume::begin_run`]).
     pub resume_after: Option<usize>,
 }
 

@@ -2,7 +2,7 @@
 //! its layout. burn-train's file checkpointer writes the model, optimizer and scheduler
 //! records of epoch `k` there as `model-k.mpk`, `optim-k.mpk` and `scheduler-k.mpk`
 //! (through [`ModelRecorder`], so each appears whole or as a `.partial-*` file), and
-//! [`crate::train::begin_run`] keeps the run's settings beside them in `run-settings.json`.
+//! [`super::resume::begin_run`] keeps the run's settings beside them in `run-settings.json`.
 //!
 //! Which epochs are kept: during training every epoch is saved ([`SaveEveryEpoch`]);
 //! afterwards [`crate::train::restore_best_epoch`] reads the best one from the metric logs and
