@@ -56,6 +56,12 @@ pub fn write_atomically_with(
     let mut partial_name = OsString::from(PARTIAL_PREFIX);
     partial_name.push(name);
     let partial = path.with_file_name(partial_name);
+    // A stale partial file, or a link put in its place, goes first, so that the bytes never
+    // reach a file through a link.
+    match fs::remove_file(&partial) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(fail(e)),
+        _ => {}
+    }
     let written = write(&partial)
         .and_then(|()| simulated_disk().take(fs::metadata(&partial)?.len()))
         .and_then(|()| File::open(&partial)?.sync_all())

@@ -52,13 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let (inputs, targets) = match args.csv {
                 Some(csv) => {
                     let config = model.config();
-                    let columns: Vec<String> = config
-                        .features
-                        .iter()
-                        .chain(&config.targets)
-                        .cloned()
-                        .collect();
-                    Table::read_csv(&csv, &columns)?.split_columns(config.features.len())
+                    Table::read_csv(&csv, &config.columns())?.split_columns(config.features.len())
                 }
                 None => {
                     let source = run

@@ -113,7 +113,15 @@ fn read_inputs(
                 images.push((name, read_image_file(&path, decoding, shape)?));
                 continue;
             }
-            let idx = read_idx_file(&path)?;
+            let idx = read_idx_file(&path).map_err(|error| match error {
+                DataError::Corrupt { path, what } => DataError::Image {
+                    path,
+                    what: format!(
+                        "is neither a .png, .jpg or .jpeg image nor an IDX image file ({what})"
+                    ),
+                },
+                other => other,
+            })?;
             if shape.channels != 1
                 || idx.dims.len() != 3
                 || idx.dims[1..] != [shape.height, shape.width]

@@ -46,57 +46,101 @@ pub fn decode_idx(raw: &[u8]) -> Result<IdxArray, String> {
     if !raw.starts_with(&GZIP_MAGIC) {
         return parse_idx(raw);
     }
-    let mut inflated = Vec::new();
-    GzDecoder::new(raw)
-        .read_to_end(&mut inflated)
-        .map_err(|e| format!("gzip stream is damaged: {e}"))?;
-    parse_idx(&inflated)
+    parse_idx(&inflate(raw)?)
+}
+
+/// The decompressed bytes of a gzip IDX file, inflated no further than one byte past what
+/// its header declares: a stream that inflates to far more than that is refused without
+/// holding it in memory.
+fn inflate(raw: &[u8]) -> Result<Vec<u8>, String> {
+    let damaged = |e: std::io::Error| format!("gzip stream is damaged: {e}");
+    let mut stream = GzDecoder::new(raw);
+    let mut bytes = Vec::new();
+    let mut inflate_to = |bytes: &mut Vec<u8>, len: usize| {
+        let more = len.saturating_sub(bytes.len()) as u64;
+        (&mut stream).take(more).read_to_end(bytes).map(drop)
+    };
+    inflate_to(&mut bytes, 4).map_err(damaged)?;
+    if let [0, 0, TYPE_U8, ndims] = bytes[..] {
+        inflate_to(&mut bytes, 4 + 4 * usize::from(ndims)).map_err(damaged)?;
+        if let Ok(header) = Header::parse(&bytes) {
+            let end = header.end();
+            inflate_to(&mut bytes, end.saturating_add(1)).map_err(damaged)?;
+            if bytes.len() > end {
+                return Err(format!(
+                    "the gzip stream inflates past the {} data bytes of dimensions {:?}",
+                    header.len, header.dims
+                ));
+            }
+        }
+    }
+    Ok(bytes)
+}
+
+/// An IDX header: the dimensions, where the data starts and how many bytes it has.
+struct Header {
+    dims: Vec<usize>,
+    start: usize,
+    len: usize,
+}
+
+impl Header {
+    /// The header at the start of `bytes`; the error says what is wrong with it.
+    fn parse(bytes: &[u8]) -> Result<Self, String> {
+        let header = bytes
+            .get(..4)
+            .ok_or_else(|| format!("file is {} bytes, too short for an IDX header", bytes.len()))?;
+        if header[0] != 0 || header[1] != 0 {
+            return Err(format!(
+                "bad magic number {:02x} {:02x} {:02x} {:02x}: not an IDX file",
+                header[0], header[1], header[2], header[3]
+            ));
+        }
+        if header[2] != TYPE_U8 {
+            return Err(format!(
+                "element type 0x{:02x} is not supported (MNIST uses unsigned bytes, 0x08)",
+                header[2]
+            ));
+        }
+        let ndims = usize::from(header[3]);
+        if ndims == 0 {
+            return Err("header declares zero dimensions".into());
+        }
+        let start = 4 + 4 * ndims;
+        let dim_bytes = bytes.get(4..start).ok_or_else(|| {
+            format!("truncated header: {ndims} dimensions declared but the file ends first")
+        })?;
+        let dims: Vec<usize> = dim_bytes
+            .chunks_exact(4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .collect();
+        let len = dims
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| format!("dimensions {dims:?} overflow"))?;
+        Ok(Self { dims, start, len })
+    }
+
+    /// Where the data ends.
+    fn end(&self) -> usize {
+        self.start.saturating_add(self.len)
+    }
 }
 
 /// Parses the bytes of an (already decompressed) IDX file; the error says what is wrong.
 pub fn parse_idx(bytes: &[u8]) -> Result<IdxArray, String> {
-    let header = bytes
-        .get(..4)
-        .ok_or_else(|| format!("file is {} bytes, too short for an IDX header", bytes.len()))?;
-    if header[0] != 0 || header[1] != 0 {
+    let Header { dims, start, len } = Header::parse(bytes)?;
+    let data = &bytes[start..];
+    if data.len() < len {
         return Err(format!(
-            "bad magic number {:02x} {:02x} {:02x} {:02x}: not an IDX file",
-            header[0], header[1], header[2], header[3]
-        ));
-    }
-    if header[2] != TYPE_U8 {
-        return Err(format!(
-            "element type 0x{:02x} is not supported (MNIST uses unsigned bytes, 0x08)",
-            header[2]
-        ));
-    }
-    let ndims = usize::from(header[3]);
-    if ndims == 0 {
-        return Err("header declares zero dimensions".into());
-    }
-    let dims_end = 4 + 4 * ndims;
-    let dim_bytes = bytes.get(4..dims_end).ok_or_else(|| {
-        format!("truncated header: {ndims} dimensions declared but the file ends first")
-    })?;
-    let dims: Vec<usize> = dim_bytes
-        .chunks_exact(4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .collect();
-    let expected = dims
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| format!("dimensions {dims:?} overflow"))?;
-    let data = &bytes[dims_end..];
-    if data.len() < expected {
-        return Err(format!(
-            "truncated: dimensions {dims:?} need {expected} data bytes, found {}",
+            "truncated: dimensions {dims:?} need {len} data bytes, found {}",
             data.len()
         ));
     }
-    if data.len() > expected {
+    if data.len() > len {
         return Err(format!(
-            "{} unexpected trailing bytes after the {expected} data bytes of dimensions {dims:?}",
-            data.len() - expected
+            "{} unexpected trailing bytes after the {len} data bytes of dimensions {dims:?}",
+            data.len() - len
         ));
     }
     Ok(IdxArray {
@@ -172,6 +216,34 @@ mod tests {
             parse_idx(&long)
                 .unwrap_err()
                 .contains("1 unexpected trailing bytes")
+        );
+    }
+
+    #[test]
+    fn a_gzip_stream_is_inflated_no_further_than_its_header_declares() {
+        use flate2::{Compression, write::GzEncoder};
+        use std::io::Write;
+        let gzip = |bytes: &[u8]| {
+            let mut encoder = GzEncoder::new(Vec::new(), Compression::fast());
+            encoder.write_all(bytes).unwrap();
+            encoder.finish().unwrap()
+        };
+        let whole = idx_bytes(&[2, 2], &[1, 2, 3, 4]);
+        assert_eq!(decode_idx(&gzip(&whole)).unwrap().data, vec![1, 2, 3, 4]);
+        // 64 MiB of zeros past a 4-byte body: refused after reading one byte of them.
+        let mut bomb = whole.clone();
+        bomb.resize(whole.len() + (64 << 20), 0);
+        let message = decode_idx(&gzip(&bomb)).unwrap_err();
+        assert!(
+            message.contains("inflates past the 4 data bytes"),
+            "{message}"
+        );
+        assert_eq!(inflate(&gzip(&bomb)).unwrap_err(), message);
+        let short = gzip(&whole[..whole.len() - 1]);
+        assert!(
+            decode_idx(&short)
+                .unwrap_err()
+                .contains("need 4 data bytes, found 3")
         );
     }
 }

@@ -64,6 +64,16 @@ pub enum DataError {
         column: String,
         available: String,
     },
+    #[error(
+        "{}'s header names column `{column}` twice (columns {} and {}): rename one, so that it \
+         is clear which is meant",
+        path.display(), positions[0], positions[1]
+    )]
+    CsvColumnTwice {
+        path: PathBuf,
+        column: String,
+        positions: [usize; 2],
+    },
     #[error("{} line {line}, column `{column}`: {what}", path.display())]
     CsvValue {
         path: PathBuf,

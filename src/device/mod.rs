@@ -4,6 +4,7 @@
 mod backend;
 pub mod cuda_settings;
 pub mod kernel_cache;
+pub mod memory;
 pub mod nccl;
 
 pub use backend::{

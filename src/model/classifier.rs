@@ -7,8 +7,8 @@ use cubenet_kernels::{AutodiffKernelBackend, KernelBackend, Precision};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Cnn, CnnConfig, Kernels, LeNetConfig, Mlp, MlpConfig, ModelError, Sequential, SimpleCnnConfig,
-    StepOutputs, with_fresh_leaves,
+    Cnn, CnnConfig, Kernels, LeNetConfig, Mlp, MlpConfig, ModelError, NetworkSize, Sequential,
+    SimpleCnnConfig, StepOutputs, with_fresh_leaves,
 };
 use crate::data::{ImageBatch, ImageShape};
 
@@ -50,6 +50,16 @@ impl ImageModelConfig {
             Kernels::Custom => precision,
             Kernels::Burn => Precision::Fp32,
         }
+    }
+
+    /// Its parameters and the values an image passes through it, from its layer table.
+    pub fn size(&self) -> Result<NetworkSize, ModelError> {
+        Ok(match self {
+            ImageModelConfig::Simple(c) => c.cnn()?.summary()?.size(),
+            ImageModelConfig::Lenet(c) => c.cnn()?.summary()?.size(),
+            ImageModelConfig::Mlp(c) => c.size(),
+            ImageModelConfig::Cnn(c) => c.summary()?.size(),
+        })
     }
 
     /// The network as a PyTorch `nn.Sequential` (see [`Sequential`]).

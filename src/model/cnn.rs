@@ -11,7 +11,7 @@ use cubenet_kernels::{ConvOptions2d, KernelBackend, NO_ARGMAX, PoolOptions2d, Pr
 use super::geometry::{check_nonzero, conv_output, pool_output};
 use super::{
     AfterConv, ConvBlock, ConvSpec, Dense, FeatureShape, Kernels, LayerSpec, LayerSpecs,
-    ModelError, Sequential, TorchLayer, Width,
+    MAX_LAYERS, ModelError, NetworkSize, Sequential, TorchLayer, Width,
 };
 
 /// Configuration of [`Cnn`].
@@ -62,6 +62,19 @@ impl CnnSummary {
     pub fn params(&self) -> usize {
         self.layers.iter().map(|layer| layer.params).sum()
     }
+
+    /// Its parameters and the values an image passes through it.
+    pub fn size(&self) -> NetworkSize {
+        let activations = self
+            .shapes()
+            .iter()
+            .map(|shape| shape.values() as u64)
+            .fold(0, u64::saturating_add);
+        NetworkSize {
+            params: self.params() as u64,
+            activations,
+        }
+    }
 }
 
 /// Columns `layer`, `output`, `params`, the layers numbered as error messages number them.
@@ -96,7 +109,14 @@ impl CnnConfig {
     pub fn summary(&self) -> Result<CnnSummary, ModelError> {
         check_nonzero("input", "image size", self.input)?;
         check_nonzero("output", "classes", [self.classes])?;
+        if self.layers.len() > MAX_LAYERS {
+            return Err(ModelError::TooManyLayers {
+                layers: self.layers.len(),
+                max: MAX_LAYERS,
+            });
+        }
         let input = FeatureShape::Maps(self.input);
+        let mut total = 0usize;
         let mut shape = input;
         let mut layers = Vec::with_capacity(self.layers.len());
         for (index, &layer) in self.layers.iter().enumerate() {
@@ -104,13 +124,21 @@ impl CnnConfig {
             let last = index + 1 == self.layers.len();
             let output = self.output(&name, layer, shape, last)?;
             let params = match layer {
-                LayerSpec::Conv(conv) => {
-                    conv.filters * (shape.features() * conv.kernel * conv.kernel + 1)
-                }
-                LayerSpec::Dense(_) => (shape.values() + 1) * output.values(),
-                LayerSpec::BatchNorm => 4 * shape.features(),
-                LayerSpec::Pool { .. } | LayerSpec::Relu | LayerSpec::Dropout(_) => 0,
+                LayerSpec::Conv(conv) => conv.kernel.checked_mul(conv.kernel).and_then(|area| {
+                    let patch = shape.features().checked_mul(area)?.checked_add(1)?;
+                    conv.filters.checked_mul(patch)
+                }),
+                LayerSpec::Dense(_) => (shape.values() + 1).checked_mul(output.values()),
+                LayerSpec::BatchNorm => shape.features().checked_mul(4),
+                LayerSpec::Pool { .. } | LayerSpec::Relu | LayerSpec::Dropout(_) => Some(0),
             };
+            let Some(params) = params.filter(|&p| total.checked_add(p).is_some()) else {
+                return Err(ModelError::Layer {
+                    layer: name,
+                    problem: "it has more weights than can be counted",
+                });
+            };
+            total += params;
             layers.push(LayerSummary {
                 layer,
                 output,
@@ -174,6 +202,13 @@ impl CnnConfig {
                 };
                 check_nonzero(name, "filters", [filters])?;
                 let [h, w] = conv_output(name, [h, w], [kernel; 2], [stride; 2], [padding; 2])?;
+                if filters
+                    .checked_mul(h)
+                    .and_then(|v| v.checked_mul(w))
+                    .is_none()
+                {
+                    return Err(refuse("its output has more values than can be counted"));
+                }
                 Ok(FeatureShape::Maps([filters, h, w]))
             }
             LayerSpec::Pool { window, stride } => {

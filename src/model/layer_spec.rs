@@ -317,6 +317,10 @@ impl From<LayerSpec> for LayerTable {
 /// A CNN's layers, input side first. A list of its own so that a bad layer's parse error
 /// names its position: serde's lists do not, and a run file read through `toml::Value`
 /// loses the line numbers.
+/// The most layers a CNN may list: a longer list is a mistake (a generated file, a loop),
+/// and its table alone would fill the terminal.
+pub const MAX_LAYERS: usize = 1000;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(transparent)]
 pub struct LayerSpecs(pub Vec<LayerSpec>);
@@ -351,6 +355,11 @@ impl<'de> Deserialize<'de> for LayerSpecs {
                 loop {
                     let position = layers.len() + 1;
                     match seq.next_element::<LayerSpec>() {
+                        Ok(Some(_)) if layers.len() == MAX_LAYERS => {
+                            return Err(de::Error::custom(format_args!(
+                                "more than {MAX_LAYERS} layers: a CNN has at most that many"
+                            )));
+                        }
                         Ok(Some(layer)) => layers.push(layer),
                         Ok(None) => return Ok(LayerSpecs(layers)),
                         Err(err) => {

@@ -4,7 +4,7 @@ use burn::prelude::*;
 use cubenet_kernels::KernelBackend;
 
 use super::geometry::check_nonzero;
-use super::{Activation, Dense, Kernels, ModelError, Sequential, TorchLayer};
+use super::{Activation, Dense, Kernels, ModelError, NetworkSize, Sequential, TorchLayer};
 
 /// Configuration of [`Mlp`].
 #[derive(Config, Debug)]
@@ -79,6 +79,11 @@ impl MlpConfig {
             }
         }
         Ok(sequential)
+    }
+
+    /// Its parameters and the values a row passes through it.
+    pub fn size(&self) -> NetworkSize {
+        NetworkSize::of_widths(&self.widths())
     }
 
     /// Inputs, hidden widths, outputs: each layer reads one and writes the next.

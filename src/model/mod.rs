@@ -13,6 +13,7 @@ mod geometry;
 mod kernels;
 mod layer_spec;
 mod mlp;
+mod network_size;
 mod presets;
 mod sequential;
 mod step_outputs;
@@ -29,8 +30,9 @@ pub use feature_shape::FeatureShape;
 pub use fresh_leaves::{fresh_leaf, with_fresh_leaves};
 pub use geometry::{Size2, conv_output, pool_output};
 pub use kernels::Kernels;
-pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, Width};
+pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, MAX_LAYERS, Width};
 pub use mlp::{Mlp, MlpConfig};
+pub use network_size::NetworkSize;
 pub use presets::{LeNetConfig, SimpleCnnConfig};
 pub use sequential::{Sequential, TorchLayer};
 pub use step_outputs::StepOutputs;
@@ -80,6 +82,8 @@ pub enum ModelError {
     },
     #[error("a CNN needs layers, the last of them `dense = \"classes\"`")]
     NoLayers,
+    #[error("the network lists {layers} layers, more than the {max} a CNN may have")]
+    TooManyLayers { layers: usize, max: usize },
     #[error(
         "model `{model}` takes square gray images, not {channels}x{height}x{width}: use \
          [model] kind = \"cnn\" with its `layers`"

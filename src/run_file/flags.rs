@@ -21,7 +21,7 @@ pub struct RunFlags {
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// `optimizer.learning_rate` of the configured optimizer
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f64>,
     /// `training.seed`
     #[arg(long)]

@@ -29,6 +29,7 @@
 //! ```
 
 mod flags;
+mod home_paths;
 mod overrides;
 mod resolve;
 mod sections;
@@ -48,6 +49,10 @@ use crate::train::{Run, RunDir, RunError, TrainError};
 
 use overrides::{blame_override, parse_value, set};
 use sections::*;
+
+/// The largest run file read: parsing TOML takes several times a file's size, and a run
+/// file is settings, never data.
+const MAX_RUN_FILE_BYTES: u64 = 1 << 20;
 
 /// A run file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -114,10 +119,22 @@ impl RunConfig {
     /// Reads a run file, applying `overrides` (`section.key=value`, the value in TOML
     /// syntax or a bare string) on top of it.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let read_error = |source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let bytes = std::fs::metadata(path).map_err(read_error)?.len();
+        if bytes > MAX_RUN_FILE_BYTES {
+            return Err(ConfigError::Parse {
+                path: path.to_path_buf(),
+                key: None,
+                message: format!(
+                    "it is {bytes} bytes; a run file is a few lines of settings (at most \
+                     {MAX_RUN_FILE_BYTES} bytes): is this the right file?"
+                ),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(read_error)?;
         Self::with_overrides(&text, path, overrides)
     }
 
@@ -148,7 +165,8 @@ impl RunConfig {
 
     /// The run file's table as a config; an error names the key it is about (`training.epochs`)
     /// where serde can tell.
-    fn from_value(value: toml::Table, path: &Path) -> Result<Self, ConfigError> {
+    fn from_value(mut value: toml::Table, path: &Path) -> Result<Self, ConfigError> {
+        home_paths::expand_home(&mut value);
         serde_path_to_error::deserialize(value).map_err(|e| {
             let key = e.path().to_string();
             ConfigError::Parse {

@@ -80,6 +80,8 @@ pub enum TrainError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{message}")]
+    TooLarge { message: String },
     #[error("will not use {} as the artifact directory: {reason}", dir.display())]
     ArtifactDir { dir: PathBuf, reason: String },
     #[error("cannot save the model to {}: {reason}", path.display())]

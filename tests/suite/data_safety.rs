@@ -9,7 +9,7 @@ use crate::cli::{assert_user_error, cubenet, run};
 use crate::common::configs;
 
 /// `cubenet train` of the XOR run file for `epochs` epochs into `dir`, plus `extra` flags.
-fn xor(dir: &Path, epochs: usize, extra: &[&str]) -> Command {
+pub(crate) fn xor(dir: &Path, epochs: usize, extra: &[&str]) -> Command {
     let mut command = cubenet();
     command
         .args(["train", "--config"])
@@ -21,7 +21,7 @@ fn xor(dir: &Path, epochs: usize, extra: &[&str]) -> Command {
     command
 }
 
-fn succeeds(command: &mut Command) -> String {
+pub(crate) fn succeeds(command: &mut Command) -> String {
     let (output, stdout, stderr) = run(command);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     stdout
@@ -45,7 +45,7 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 }
 
 /// A CSV of `x` (0..rows) and `y` as `label(row)`.
-fn write_csv(path: &Path, rows: usize, label: impl Fn(usize) -> usize) {
+pub(crate) fn write_csv(path: &Path, rows: usize, label: impl Fn(usize) -> usize) {
     let mut text = String::from("x,y\n");
     for row in 0..rows {
         text += &format!("{row},{}\n", label(row));
@@ -55,7 +55,7 @@ fn write_csv(path: &Path, rows: usize, label: impl Fn(usize) -> usize) {
 }
 
 /// `cubenet train` of a multi-class MLP on the CSV at `csv` into `dir`.
-fn csv_run(csv: &Path, dir: &Path) -> Command {
+pub(crate) fn csv_run(csv: &Path, dir: &Path) -> Command {
     let mut command = cubenet();
     command
         .args(["train", "--backend", "ndarray", "--config"])

@@ -6,6 +6,7 @@ mod common;
 mod data_parallel;
 mod data_safety;
 mod fused_optimizers;
+mod hostile_input;
 mod images;
 mod kernel_paths;
 mod layering;

@@ -24,7 +24,8 @@ pub(crate) struct RawSplit {
 
 /// The training split in `train` and the test split in `test`, whose images must have the
 /// training images' size. `classes` names the labels; without it they are named `0` to
-/// `k - 1`, `k` one more than the largest label of either split.
+/// `k - 1`, `k` one more than the largest training label, and a test label outside them is
+/// refused (a class the network never trained on).
 pub fn read_idx_images(
     train: &IdxFiles,
     test: Option<&IdxFiles>,
@@ -59,16 +60,16 @@ pub fn read_idx_images(
             names.to_vec()
         }
         None => {
-            let splits = std::iter::once(&train_split).chain(&test_split);
-            let labels = splits
-                .flat_map(|split| &split.labels)
-                .map(|&l| u64::from(l));
+            let labels = train_split.labels.iter().map(|&l| u64::from(l));
             let count = inferred_classes(labels, "`classes = [\"name\", …]` in [data]").map_err(
                 |what| DataError::Image {
                     path: train.labels.clone(),
                     what,
                 },
             )?;
+            if let Some((split, files)) = test_split.as_ref().zip(test) {
+                check_labels(split, &files.labels, count)?;
+            }
             (0..count).map(|label| label.to_string()).collect()
         }
     };
@@ -129,7 +130,8 @@ pub(crate) fn check_labels(split: &RawSplit, path: &Path, classes: usize) -> Res
         Some(index) => Err(DataError::Image {
             path: path.to_path_buf(),
             what: format!(
-                "label {} at index {index} is not one of the {classes} classes (0 to {})",
+                "label {} at index {index} is not one of the {classes} classes (0 to {}) that the \
+                 training labels hold or the run file names",
                 split.labels[index],
                 classes - 1
             ),
@@ -157,21 +159,21 @@ mod tests {
     }
 
     #[test]
-    fn images_of_any_size_with_classes_from_both_splits() {
+    fn images_of_any_size_with_classes_from_the_training_labels() {
         let dir = tempfile::tempdir().unwrap();
-        let train = write(dir.path(), "train", 5, 7, &[0, 4, 2]);
-        let test = write(dir.path(), "test", 5, 7, &[6, 1, 3, 5]);
+        let train = write(dir.path(), "train", 5, 7, &[0, 4, 2, 1, 3]);
+        let test = write(dir.path(), "test", 5, 7, &[4, 1]);
         let (train_set, test_set) = read_idx_images(&train, Some(&test), None).unwrap();
         let shape = ImageShape {
             channels: 1,
             height: 5,
             width: 7,
         };
-        assert_eq!((train_set.len(), train_set.shape()), (3, shape));
+        assert_eq!((train_set.len(), train_set.shape()), (5, shape));
         let second: Vec<u8> = (35..70).collect();
         assert_eq!(train_set.image(1), second);
-        assert_eq!(train_set.labels(), [0, 4, 2]);
-        assert_eq!(train_set.classes(), ["0", "1", "2", "3", "4", "5", "6"]);
+        assert_eq!(train_set.labels(), [0, 4, 2, 1, 3]);
+        assert_eq!(train_set.classes(), ["0", "1", "2", "3", "4"]);
         assert_eq!(test_set.unwrap().classes(), train_set.classes());
 
         let names: Vec<String> = "abcde".chars().map(String::from).collect();
@@ -201,6 +203,21 @@ mod tests {
         let message = error(&train, None, Some(&names[..]));
         assert!(
             message.contains("train-labels: label 4 at index 1 is not one of the 2 classes"),
+            "{message}"
+        );
+
+        // Classes the training labels lack: a test label beyond them, and one class only.
+        let full = write(dir.path(), "full", 5, 7, &[0, 1, 2, 3, 4]);
+        let beyond = write(dir.path(), "beyond", 5, 7, &[0, 9]);
+        let message = error(&full, Some(&beyond), None);
+        assert!(
+            message.contains("beyond-labels: label 9 at index 1 is not one of the 5 classes"),
+            "{message}"
+        );
+        let one_class = write(dir.path(), "one", 5, 7, &[0, 0, 0]);
+        let message = error(&one_class, Some(&beyond), None);
+        assert!(
+            message.contains("one-labels: every label is 0"),
             "{message}"
         );
 

@@ -143,14 +143,25 @@ struct Listing {
 /// Lists the class folders of `root`. `known` (the training classes) fixes the labels of a
 /// test folder, which may lack some of them.
 fn list_folder(root: &Path, known: Option<&[String]>) -> Result<Listing, DataError> {
-    let folders: Vec<(String, PathBuf)> = sorted_entries(root)?
+    let mut folders: Vec<(String, PathBuf)> = Vec::new();
+    for path in sorted_entries(root)?
         .into_iter()
         .filter(|path| path.is_dir())
-        .filter_map(|path| {
-            let name = path.file_name()?.to_string_lossy().into_owned();
-            (!name.starts_with('.')).then_some((name, path))
-        })
-        .collect();
+    {
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        // A class name goes into config.json and every prediction: it must be text.
+        let Some(name) = name.to_str().map(str::to_owned) else {
+            return Err(DataError::Image {
+                path,
+                what: "the class folder's name is not valid UTF-8: rename it".into(),
+            });
+        };
+        if !name.starts_with('.') {
+            folders.push((name, path));
+        }
+    }
     if folders.is_empty() {
         return Err(DataError::Image {
             path: root.to_path_buf(),
@@ -382,6 +393,10 @@ fn side_text(shape: ImageShape) -> String {
     format!("{}×{}", shape.width, shape.height)
 }
 
+/// The most pixels an image may declare (8192×8192): a larger one is refused from its header,
+/// before a decompression bomb can take the memory its decoding would.
+const MAX_IMAGE_PIXELS: u64 = 1 << 26;
+
 /// The pixels of one file, upright (as its EXIF orientation says), converted and resized
 /// as `decoding` asks, channels interleaved.
 fn decode(path: &Path, decoding: Decoding) -> Result<(ImageShape, Vec<u8>), DataError> {
@@ -396,6 +411,17 @@ fn decode(path: &Path, decoding: Decoding) -> Result<(ImageShape, Vec<u8>), Data
             source,
         })?;
     let mut decoder = reader.into_decoder().map_err(unreadable)?;
+    let (width, height) = decoder.dimensions();
+    if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
+        return Err(DataError::Image {
+            path: path.to_path_buf(),
+            what: format!(
+                "its header declares {width}×{height} pixels, more than the {} megapixels \
+                 cubenet decodes: shrink it first",
+                MAX_IMAGE_PIXELS >> 20
+            ),
+        });
+    }
     let orientation = decoder.orientation().map_err(unreadable)?;
     let mut image = DynamicImage::from_decoder(decoder).map_err(unreadable)?;
     image.apply_orientation(orientation);
@@ -589,6 +615,18 @@ mod tests {
         assert!(error(empty.path(), Decoding::default()).contains("has no class folders"));
         let message = error(&empty.path().join("absent"), Decoding::default());
         assert!(message.contains("absent: No such file"), "{message}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_class_folder_whose_name_is_not_text_is_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = folder(&[("a", &[("1.png", 0)])]);
+        let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"b\xff"));
+        fs::create_dir(&odd).unwrap();
+        rgb(1).save(odd.join("2.png")).unwrap();
+        let message = error(dir.path(), Decoding::default());
+        assert!(message.contains("name is not valid UTF-8"), "{message}");
     }
 
     #[test]

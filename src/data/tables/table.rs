@@ -50,14 +50,20 @@ impl Table {
         let positions = columns
             .iter()
             .map(|name| {
-                header
-                    .iter()
-                    .position(|h| h == name)
-                    .ok_or_else(|| DataError::CsvColumn {
+                let mut found = header.iter().enumerate().filter(|(_, h)| h == name);
+                match (found.next(), found.next()) {
+                    (Some((position, _)), None) => Ok(position),
+                    (Some((first, _)), Some((second, _))) => Err(DataError::CsvColumnTwice {
+                        path: path.to_path_buf(),
+                        column: name.clone(),
+                        positions: [first + 1, second + 1],
+                    }),
+                    (None, _) => Err(DataError::CsvColumn {
                         path: path.to_path_buf(),
                         column: name.clone(),
                         available: header.iter().collect::<Vec<_>>().join(", "),
-                    })
+                    }),
+                }
             })
             .collect::<Result<Vec<_>, _>>()?;
 
@@ -226,7 +232,24 @@ fn parse_value(field: &[u8]) -> Result<f32, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::data::write_csv_atomically;
+    use std::path::Path;
+
+    use crate::data::{Table, write_csv_atomically};
+
+    #[test]
+    fn a_column_the_header_names_twice_is_refused_when_it_is_asked_for() {
+        let csv = "x1,x2,x1,y\n1,2,3,0\n";
+        let read = |columns: &[&str]| {
+            let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+            Table::parse_csv(csv.as_bytes(), Path::new("rows.csv"), &columns)
+        };
+        let message = read(&["x1", "y"]).unwrap_err().to_string();
+        assert!(
+            message.contains("names column `x1` twice (columns 1 and 3)"),
+            "{message}"
+        );
+        assert_eq!(read(&["x2", "y"]).unwrap().row(0), [2.0, 0.0]);
+    }
 
     #[test]
     fn a_failed_write_says_it_could_not_write_and_names_the_file() {

@@ -9,6 +9,7 @@ pub(crate) mod epoch_lines;
 pub(crate) mod experiment_log;
 pub(crate) mod launch_guard;
 pub(crate) mod learner_setup;
+pub(crate) mod memory_check;
 pub(crate) mod pinned_warmup;
 pub(crate) mod run;
 pub(crate) mod train_loop;

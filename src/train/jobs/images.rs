@@ -22,6 +22,7 @@ use crate::data::{
 use crate::device::BackendKind;
 use crate::model::{ImageModel, ImageModelConfig};
 use crate::train::fit::data_parallel::{self, DataParallel};
+use crate::train::fit::memory_check;
 use crate::train::fit::run::{Run, RunJob, launch};
 use crate::train::fit::train_loop::{LoopResult, TrainLoop};
 use crate::train::run_dir::RunDir;
@@ -396,6 +397,7 @@ impl RunJob for ImageJob {
         if let ImageModelConfig::Cnn(cnn) = &config.model {
             print!("{}", cnn.summary()?);
         }
+        memory_check::check_training(config.model.size()?, config.batch_size, kind)?;
         if splits.test_is_valid {
             println!("no test split: test accuracy is measured on the validation images");
         }

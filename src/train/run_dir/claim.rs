@@ -6,13 +6,16 @@
 //! files, and only the mark tells them apart. What a fresh run then clears there is only what
 //! runs write: the checkpoint records and the metric logs' epoch folders (see
 //! [`super::resume::begin_run`]). The run's own inputs must not lie where runs write, nor may
-//! the directory lie inside an image folder it trains on.
+//! the directory lie inside an image folder it trains on. Nothing is written or cleared
+//! through a symbolic link: a directory where an entry a run writes is one is refused. And
+//! one run at a time: the run holds [`super::LOCK_FILE`]'s lock while it writes.
 
-use std::fs;
-use std::io::ErrorKind;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{ErrorKind, Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::{MARKER_FILE, RUN_FOLDERS, RunDir};
+use super::{EXPORT_DIR, MARKER_FILE, RUN_FILES, RUN_FOLDERS, RunDir};
 use crate::atomic_file::write_atomically;
 use crate::train::TrainError;
 
@@ -21,11 +24,14 @@ const MARKER_TEXT: &str = "This directory holds the artifacts of a cubenet run. 
                            replaces them: its checkpoints, metric logs, model and plots.\n";
 impl RunDir {
     /// Takes `root` as the artifact directory of a run reading `inputs` (its data files and
-    /// folders): creates it if absent, refuses it if it holds files but no cubenet run, or if
-    /// an input lies where runs write, then marks it. Taking a directory again is harmless.
+    /// folders): creates it if absent, refuses it if it holds files but no cubenet run, a
+    /// symbolic link where a run writes, or an input where runs write, or if another run
+    /// holds it; then marks and locks it. Taking a directory again once it is released
+    /// (every clone of the claimed handle dropped) is harmless.
     pub fn claim(root: impl Into<PathBuf>, inputs: &[&Path]) -> Result<Self, TrainError> {
-        let run_dir = RunDir::open(root);
+        let mut run_dir = RunDir::open(root);
         claim(&run_dir, inputs)?;
+        run_dir.lock = Some(Arc::new(lock(&run_dir)?));
         Ok(run_dir)
     }
 }
@@ -68,7 +74,15 @@ fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
                 )));
             }
         }
-        Ok(_) => {}
+        Ok(_) => {
+            if let Some(link) = first_link(dir).map_err(TrainError::read(dir))? {
+                return Err(refuse(format!(
+                    "{} is a symbolic link, and cubenet never writes or deletes through a link \
+                     it did not make: remove the link, or choose another directory",
+                    link.display()
+                )));
+            }
+        }
         Err(e) if e.kind() == ErrorKind::NotFound => {
             fs::create_dir_all(dir).map_err(TrainError::io(dir))?
         }
@@ -79,6 +93,69 @@ fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
         write_atomically(&marker, MARKER_TEXT.as_bytes())?;
     }
     Ok(())
+}
+
+/// The first symbolic link among the entries of the run directory `dir` that runs write,
+/// clear or fill, looking inside the folders without following links.
+fn first_link(dir: &Path) -> std::io::Result<Option<PathBuf>> {
+    let mut pending: Vec<PathBuf> = RUN_FILES
+        .iter()
+        .chain(&RUN_FOLDERS)
+        .map(|name| dir.join(name))
+        .collect();
+    while let Some(path) = pending.pop() {
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if meta.file_type().is_symlink() {
+            return Ok(Some(path));
+        }
+        if meta.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                pending.push(entry?.path());
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The lock on `run_dir`'s [`super::LOCK_FILE`], which then names this process; refused,
+/// with the process that holds it, while another run has it.
+fn lock(run_dir: &RunDir) -> Result<File, TrainError> {
+    let path = run_dir.lock_file();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(TrainError::io(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "another process".to_string(),
+                pid => format!("process {pid}"),
+            };
+            return Err(TrainError::ArtifactDir {
+                dir: run_dir.root().to_path_buf(),
+                reason: format!(
+                    "another cubenet run ({holder}) is writing there; wait for it to end, or \
+                     choose another directory"
+                ),
+            });
+        }
+        Err(TryLockError::Error(e)) => return Err(TrainError::io(&path)(e)),
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(TrainError::io(&path))?;
+    Ok(file)
 }
 
 /// `path` made absolute with its existing part's links resolved, as
@@ -112,7 +189,11 @@ fn overlap(artifacts: &Path, input: &Path) -> Option<String> {
     let inside = input.strip_prefix(artifacts).ok()?;
     let mut parts = inside.components();
     let first = parts.next()?.as_os_str().to_string_lossy();
-    let written_here = parts.next().is_none() || RUN_FOLDERS.contains(&first.as_ref());
+    // A file beside the run's files, or anything in the folders runs write; a folder of
+    // its own is the user's.
+    let beside_run_files = parts.next().is_none() && !input.is_dir();
+    let written_here =
+        beside_run_files || RUN_FOLDERS.contains(&first.as_ref()) || first == EXPORT_DIR;
     written_here.then(|| {
         format!(
             "lies where runs write in the artifact directory ({}): move the data into a \
@@ -167,7 +248,16 @@ mod tests {
         }
         fs::write(dir.join("table.csv"), b"x").unwrap();
         fs::write(dir.join(MARKER_FILE), MARKER_TEXT).unwrap();
-        RunDir::claim(&dir, &[&dir.join("data/train"), &root.path().join("none")]).unwrap();
+        fs::create_dir_all(dir.join("photos/cat")).unwrap();
+        RunDir::claim(
+            &dir,
+            &[
+                &dir.join("data/train"),
+                &dir.join("photos"),
+                &root.path().join("none"),
+            ],
+        )
+        .unwrap();
         for input in ["train", "train/cat", "table.csv", "checkpoint"] {
             let message = refusal(&dir, &[&dir.join(input)]);
             assert!(
@@ -188,5 +278,43 @@ mod tests {
             "{message}"
         );
         assert!(!inside_data.exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_where_runs_write_is_refused_and_nothing_behind_it_touched() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = root.path().join("elsewhere");
+        fs::create_dir_all(elsewhere.join("epoch-1")).unwrap();
+        fs::write(elsewhere.join("model-1.mpk"), b"kept").unwrap();
+        for link in ["checkpoint", "train", "cache", "model.mpk", "valid/epoch-1"] {
+            let dir = root.path().join(format!("run-{}", link.replace('/', "-")));
+            RunDir::claim(&dir, &[]).unwrap();
+            let at = dir.join(link);
+            fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &at).unwrap();
+            let message = refusal(&dir, &[]);
+            assert!(message.contains("is a symbolic link"), "{link}: {message}");
+            assert!(message.contains(link), "{link}: {message}");
+        }
+        assert_eq!(fs::read(elsewhere.join("model-1.mpk")).unwrap(), b"kept");
+        assert!(elsewhere.join("epoch-1").is_dir());
+    }
+
+    #[test]
+    fn a_claimed_directory_is_refused_to_a_second_run_until_released() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("run");
+        let first = RunDir::claim(&dir, &[]).unwrap();
+        let held = first.clone();
+        drop(first);
+        let message = refusal(&dir, &[]);
+        let pid = std::process::id().to_string();
+        assert!(
+            message.contains("another cubenet run") && message.contains(&pid),
+            "{message}"
+        );
+        drop(held);
+        RunDir::claim(&dir, &[]).unwrap();
     }
 }

@@ -5,6 +5,7 @@
 //! ```text
 //! <artifact_dir>/
 //!   .cubenet-run            the mark that makes the folder a cubenet run's (claim.rs)
+//!   .cubenet-lock           held by the run writing here, with its process id (claim.rs)
 //!   run.toml                the resolved run file
 //!   config.json             the model's settings (and, for tables, the task's)
 //!   preprocessing.json      tables: the feature standardization
@@ -25,12 +26,16 @@ pub(crate) mod metric_logs;
 pub(crate) mod recorder;
 pub(crate) mod resume;
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use checkpoints::Checkpoints;
 
 /// Marks a directory as holding a cubenet run's artifacts.
 pub const MARKER_FILE: &str = ".cubenet-run";
+/// Locked by the process that runs in the directory, and names it.
+const LOCK_FILE: &str = ".cubenet-lock";
 /// The resolved run file, from which `eval` and `predict` rebuild the network and its data.
 pub const RUN_FILE: &str = "run.toml";
 /// The model's settings.
@@ -64,18 +69,45 @@ const RUN_FOLDERS: [&str; 4] = [
     CHECKPOINT_DIR,
     IMAGE_CACHE_DIR,
 ];
+/// The files a run writes at the top of its directory.
+const RUN_FILES: [&str; 10] = [
+    MARKER_FILE,
+    LOCK_FILE,
+    RUN_FILE,
+    CONFIG_FILE,
+    PREPROCESSING_FILE,
+    MODEL_FILE,
+    CURVES_FILE,
+    CONFUSION_MATRIX_FILE,
+    PER_CLASS_ACCURACY_FILE,
+    EXPERIMENT_LOG,
+];
 
 /// A run's artifact directory: claimed for a run that writes there ([`RunDir::claim`]), or
-/// opened to read a finished one ([`RunDir::open`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// opened to read a finished one ([`RunDir::open`]). A claimed one holds the directory's
+/// lock until its last clone is dropped.
+#[derive(Debug, Clone)]
 pub struct RunDir {
     root: PathBuf,
+    lock: Option<Arc<File>>,
 }
 
+/// Two handles are equal when they name the same directory, locked or not.
+impl PartialEq for RunDir {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for RunDir {}
+
 impl RunDir {
-    /// A finished run's directory, to read from; nothing is checked or created.
+    /// A finished run's directory, to read from; nothing is checked, created or locked.
     pub fn open(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            lock: None,
+        }
     }
 
     /// The directory itself.
@@ -85,6 +117,10 @@ impl RunDir {
 
     pub fn marker(&self) -> PathBuf {
         self.root.join(MARKER_FILE)
+    }
+
+    fn lock_file(&self) -> PathBuf {
+        self.root.join(LOCK_FILE)
     }
 
     pub fn run_file(&self) -> PathBuf {

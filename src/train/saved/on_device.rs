@@ -19,7 +19,7 @@ use crate::train::jobs::tabular::{TabularConfig, TabularModel, TestMetrics};
 use crate::train::run_dir::confusion::ConfusionMatrix;
 
 /// Images per forward pass when classifying.
-const CLASSIFY_BATCH: usize = 1000;
+pub(crate) const CLASSIFY_BATCH: usize = 1000;
 
 /// A trained image model on its device.
 pub trait ImageClassifier {

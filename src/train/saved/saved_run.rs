@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 
 use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
-use crate::model::ImageModel;
+use crate::model::{ImageModel, ImageModelConfig};
 
 use super::export::{Export, ExportedRun};
-use super::on_device::{ImageClassifier, ImageOnDevice, RowModel, RowsOnDevice};
+use super::on_device::{CLASSIFY_BATCH, ImageClassifier, ImageOnDevice, RowModel, RowsOnDevice};
 use super::torch_names::read_weights;
 use crate::device::{BackendError, BackendKind, BackendTask, run_on};
 use crate::train::TrainError;
+use crate::train::fit::memory_check;
 use crate::train::jobs::images::SavedImageConfig;
 use crate::train::jobs::tabular::TabularModel;
 use crate::train::run_dir::artifacts::load_model;
@@ -116,17 +117,22 @@ struct LoadModel<'a> {
 impl BackendTask for LoadModel<'_> {
     type Output = Result<SavedModel, TrainError>;
 
-    fn run<B: AutodiffKernelBackend>(self, device: B::Device, _: BackendKind) -> Self::Output {
-        load_on::<B::InnerBackend>(&RunDir::open(self.dir), self.contents, device)
+    fn run<B: AutodiffKernelBackend>(self, device: B::Device, kind: BackendKind) -> Self::Output {
+        load_on::<B::InnerBackend>(&RunDir::open(self.dir), self.contents, device, kind)
     }
 }
 
-/// The model `contents` names in `dir`, read onto `device` of backend `B`.
+/// The model `contents` names in `dir`, read onto `device` of backend `B` (of `kind`) once
+/// its layer table says it fits there.
 fn load_on<B: KernelBackend>(
     dir: &RunDir,
     contents: RunDirContents,
     device: B::Device,
+    kind: BackendKind,
 ) -> Result<SavedModel, TrainError> {
+    let fits = |model: &ImageModelConfig| -> Result<(), TrainError> {
+        memory_check::check_inference(model.size()?, CLASSIFY_BATCH, kind)
+    };
     match contents {
         RunDirContents::Export(export) => match &export.sidecar.cubenet {
             ExportedRun::Tabular(config) => Ok(SavedModel::Tabular(Box::new(RowsOnDevice {
@@ -134,6 +140,7 @@ fn load_on<B: KernelBackend>(
                 device,
             }))),
             ExportedRun::Image(saved) => {
+                fits(&saved.config.model)?;
                 let model = saved.config.model.init::<B>(&device)?;
                 let model =
                     read_weights(model, &saved.config.model.sequential()?, &export.weights)?;
@@ -146,6 +153,7 @@ fn load_on<B: KernelBackend>(
         }))),
         RunDirContents::Image => {
             let saved = SavedImageConfig::load(dir)?;
+            fits(&saved.config.model)?;
             let model = saved.config.model.init::<B>(&device)?;
             let model = load_model(dir, model, &device)?;
             Ok(image(model, saved, device))

@@ -12,7 +12,8 @@ use burn_store::{
 };
 
 use crate::model::{Sequential, TorchLayer};
-use crate::train::TrainError;
+use crate::train::run_dir::EXPORT_DIR;
+use crate::train::{EXPORT_WEIGHTS, TrainError};
 
 /// Which way [`names`] renames.
 #[derive(Clone, Copy)]
@@ -67,6 +68,12 @@ pub fn read_weights<B: Backend, M: Module<B>>(
         path: path.to_path_buf(),
         reason,
     };
+    if path.is_dir() {
+        return Err(load(format!(
+            "it is a folder; name the weights file: an export's `.safetensors` (`cubenet \
+             export` writes `<run>/{EXPORT_DIR}/{EXPORT_WEIGHTS}`) or a PyTorch `.pt`"
+        )));
+    }
     if !path.is_file() {
         return Err(load("no such file".into()));
     }
@@ -91,7 +98,37 @@ pub fn read_weights<B: Backend, M: Module<B>>(
         apply(&mut model, &mut store)
     };
     check_applied(&result.map_err(load)?, sequential).map_err(load)?;
+    check_finite(&model, sequential).map_err(load)?;
     Ok(model)
+}
+
+/// Refuses weights with a NaN or an infinity, naming the first tensor that holds one by its
+/// PyTorch name: training from them would only spread them.
+fn check_finite<B: Backend, M: Module<B>>(
+    model: &M,
+    sequential: &Sequential,
+) -> Result<(), String> {
+    for snapshot in model.collect(None, None, true) {
+        let Ok(data) = snapshot.to_data() else {
+            continue;
+        };
+        if !data.dtype.is_float() {
+            continue;
+        }
+        let values = data.convert::<f32>();
+        let Ok(values) = values.as_slice::<f32>() else {
+            continue;
+        };
+        let bad = values.iter().filter(|v| !v.is_finite()).count();
+        if bad > 0 {
+            let name = pytorch_name(sequential, &snapshot.full_path());
+            return Err(format!(
+                "`{name}` holds {bad} NaN or infinite values; cubenet starts only from finite \
+                 weights"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn apply<B: Backend, M: Module<B>, S: ModuleStore>(

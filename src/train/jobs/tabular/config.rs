@@ -126,6 +126,16 @@ pub struct TabularConfig {
 }
 
 impl TabularConfig {
+    /// The columns a table is read with: the features, then the targets.
+    pub fn columns(&self) -> Vec<String> {
+        self.features.iter().chain(&self.targets).cloned().collect()
+    }
+
+    /// Rows per step with `train_rows` training rows: the batch size, at most all of them.
+    pub fn batch(&self, train_rows: usize) -> usize {
+        self.batch_size.unwrap_or(train_rows).min(train_rows)
+    }
+
     /// Refuses settings that cannot train, naming the setting.
     pub fn validate(&self) -> Result<(), TrainError> {
         let invalid = |msg: String| Err(TrainError::Config(msg));
@@ -134,6 +144,15 @@ impl TabularConfig {
         }
         if self.targets.is_empty() {
             return invalid("name at least one target column".into());
+        }
+        for (kind, columns) in [("feature", &self.features), ("target", &self.targets)] {
+            let twice = columns
+                .iter()
+                .enumerate()
+                .find(|&(index, column)| columns[..index].contains(column));
+            if let Some((_, column)) = twice {
+                return invalid(format!("the {kind} column `{column}` is named twice"));
+            }
         }
         if let Some(both) = self.targets.iter().find(|t| self.features.contains(t)) {
             return invalid(format!("column `{both}` is both a feature and a target"));

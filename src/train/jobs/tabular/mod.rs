@@ -26,6 +26,7 @@ use crate::data::{
 };
 use crate::device::{BackendKind, BackendTask, run_on};
 use crate::model::{TabularNet, Task};
+use crate::train::fit::memory_check;
 use crate::train::fit::run::{Run, RunJob, launch};
 use crate::train::fit::train_loop::{LoopResult, TrainLoop};
 use crate::train::run_dir::RunDir;
@@ -71,13 +72,7 @@ impl TabularSplits {
     /// Reads the configured columns of `source`, checks the targets against the task, and
     /// splits and standardizes as `config` says.
     pub fn load(source: &TableSource, config: &TabularConfig) -> Result<Self, TrainError> {
-        let columns: Vec<String> = config
-            .features
-            .iter()
-            .chain(&config.targets)
-            .cloned()
-            .collect();
-        let table = source.load(&columns)?;
+        let table = source.load(&config.columns())?;
         let (inputs, targets) = table.split_columns(config.features.len());
         let classes = check_targets(&source.name(), config, &targets)?;
         let [train, valid, test] = config
@@ -306,7 +301,7 @@ where
     O: Optimizer<TabularNet<B>, B> + 'static,
 {
     let train_rows = splits.train.inputs.rows();
-    let batch = config.batch_size.unwrap_or(train_rows).min(train_rows);
+    let batch = config.batch(train_rows);
     let learning_rate = config.optimizer.learning_rate();
     let train_loop = TrainLoop {
         run,
@@ -422,10 +417,12 @@ impl RunJob for TabularJob {
         self,
         run: &Run,
         device: B::Device,
-        _: BackendKind,
+        kind: BackendKind,
     ) -> Result<TabularReport, TrainError> {
         self.config.validate()?;
         let splits = TabularSplits::load(&self.data, &self.config)?;
+        let batch = self.config.batch(splits.train.inputs.rows());
+        memory_check::check_training(self.config.mlp(splits.classes).size(), batch, kind)?;
         let (_, report) = train::<B>(&self.config, &splits, run, &device)?;
         Ok(report)
     }

@@ -160,10 +160,18 @@ impl<B: KernelBackend> TabularModel<B> {
         write_atomically_with(output, |partial| {
             let mut writer = csv::Writer::from_path(partial)?;
             let mut header = reader.headers()?.clone();
+            // An input that is itself a predictions file keeps its own columns only: its
+            // old predictions give way to the new ones instead of standing beside them.
+            let carried = match header.iter().collect::<Vec<_>>().ends_with(&columns) {
+                true => header.len() - columns.len(),
+                false => header.len(),
+            };
+            header.truncate(carried);
             header.extend(predicted.columns.iter());
             writer.write_record(&header)?;
             for (i, record) in reader.records().enumerate() {
                 let mut record = record?;
+                record.truncate(carried);
                 record.extend(predicted.row(i).iter().map(|v| v.to_string()));
                 writer.write_record(&record)?;
             }

@@ -1,0 +1,74 @@
+//! The check a run makes before it allocates its network: the memory the layer table says
+//! training (or classifying) needs, against what the device has free, refused in one line
+//! with both figures instead of an allocation that aborts the process.
+
+use indicatif::HumanBytes;
+
+use crate::device::{BackendKind, memory};
+use crate::model::NetworkSize;
+use crate::train::TrainError;
+
+/// Refuses to train a network of `size` at `batch` on `kind`'s device when its estimate
+/// exceeds the memory free there.
+pub(crate) fn check_training(
+    size: NetworkSize,
+    batch: usize,
+    kind: BackendKind,
+) -> Result<(), TrainError> {
+    check(size, batch, size.training_bytes(batch), kind, "train")
+}
+
+/// Refuses to load a saved network of `size` to classify batches of `batch` on `kind`'s
+/// device when that exceeds the memory free there.
+pub(crate) fn check_inference(
+    size: NetworkSize,
+    batch: usize,
+    kind: BackendKind,
+) -> Result<(), TrainError> {
+    check(size, batch, size.inference_bytes(batch), kind, "classify")
+}
+
+fn check(
+    size: NetworkSize,
+    batch: usize,
+    needed: u64,
+    kind: BackendKind,
+    purpose: &'static str,
+) -> Result<(), TrainError> {
+    match memory::available_bytes(kind) {
+        Some(available) if needed > available => Err(TrainError::TooLarge {
+            message: format!(
+                "the network ({} parameters) needs about {} of memory to {purpose} batches of \
+                 {batch}, more than the {} this machine has free: make the network smaller{}",
+                size.params,
+                HumanBytes(needed),
+                HumanBytes(available),
+                match purpose {
+                    "train" => " or lower the batch size",
+                    _ => "",
+                }
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_network_larger_than_the_machine_is_refused_with_both_figures() {
+        let huge = NetworkSize::of_widths(&[784, 1_000_000_000, 10]);
+        let message = check_training(huge, 64, BackendKind::Ndarray)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("needs about") && message.contains("this machine has free"),
+            "{message}"
+        );
+        let small = NetworkSize::of_widths(&[784, 100, 10]);
+        check_training(small, 64, BackendKind::Ndarray).unwrap();
+        check_inference(small, 64, BackendKind::Ndarray).unwrap();
+    }
+}
