@@ -2,12 +2,12 @@
 //! (regression, binary or multi-class classification), as one burn-train step.
 
 use burn::backend::NdArray;
-use burn::nn::loss::{BinaryCrossEntropyLossConfig, CrossEntropyLossConfig, MseLoss, Reduction};
+use burn::nn::loss::{MseLoss, Reduction};
 use burn::prelude::*;
 use burn::tensor::Transaction;
 use burn::train::metric::{AccuracyInput, Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
-use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend, cross_entropy};
 use serde::{Deserialize, Serialize};
 
 use super::Mlp;
@@ -68,10 +68,12 @@ impl<B: KernelBackend> TabularNet<B> {
         }
     }
 
-    /// The task's loss on `batch`.
+    /// The task's loss on `batch`. Classification takes cubenet's softmax cross-entropy,
+    /// not Burn's losses: their backward on NdArray divides through Burn's `recip`, which
+    /// approximates the reciprocal on the vectorized elements only, and which elements those
+    /// are depends on where the buffer lies in memory, so seeded runs would drift apart.
     pub fn forward_loss(&self, batch: RowBatch<B>) -> TabularOutput<B> {
         let raw = self.forward(batch.inputs);
-        let device = raw.device();
         match self.task {
             Task::Regression => TabularOutput {
                 loss: MseLoss::new().forward(raw.clone(), batch.targets, Reduction::Mean),
@@ -79,24 +81,19 @@ impl<B: KernelBackend> TabularNet<B> {
                 classes: None,
             },
             Task::Binary => {
-                let labels = batch.targets.int();
-                let loss = BinaryCrossEntropyLossConfig::new()
-                    .with_logits(true)
-                    .init(&device)
-                    .forward(raw.clone(), labels.clone());
-                // Scores (0, logit): the argmax is class 1 exactly when σ(logit) > 0.5.
+                let labels = batch.targets.int().flatten::<1>(0, 1);
+                // Scores (0, logit): the argmax is class 1 exactly when σ(logit) > 0.5, and
+                // their softmax cross-entropy is the binary cross-entropy of the logit.
                 let scores = Tensor::cat(vec![raw.zeros_like(), raw], 1);
                 TabularOutput {
-                    loss,
+                    loss: cross_entropy(scores.clone(), labels.clone()),
                     scores,
-                    classes: Some(labels.flatten(0, 1)),
+                    classes: Some(labels),
                 }
             }
             Task::Multiclass => {
                 let labels = batch.targets.int().flatten::<1>(0, 1);
-                let loss = CrossEntropyLossConfig::new()
-                    .init(&device)
-                    .forward(raw.clone(), labels.clone());
+                let loss = cross_entropy(raw.clone(), labels.clone());
                 TabularOutput {
                     loss,
                     scores: raw,

@@ -73,6 +73,15 @@ pub fn parameter_values<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {
     collect.0
 }
 
+/// The bits of each value of [`parameter_values`]' lists: equal exactly when two models hold
+/// the same weights to the bit (unlike `==` on floats, which takes −0 for 0).
+pub fn parameter_bits(values: &[Vec<f32>]) -> Vec<Vec<u32>> {
+    values
+        .iter()
+        .map(|values| values.iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
 /// Asserts that two models' parameters (as [`parameter_values`] lists them) have the same
 /// shapes and differ by less than `tolerance` anywhere.
 pub fn assert_parameters_close(a: &[Vec<f32>], b: &[Vec<f32>], tolerance: f32) {

@@ -15,6 +15,9 @@ use cubenet::train::tabular::{
 };
 use cubenet::train::{RowModel, RunDir, SavedModel, TrainError, load_model, save_model};
 
+use crate::cli::{cubenet, run};
+use crate::common::configs;
+
 type Cpu = Autodiff<NdArray>;
 
 fn strings(names: &[&str]) -> Vec<String> {
@@ -139,6 +142,35 @@ fn quadrant_classifier_reaches_99_percent_and_reloads_identically() {
     for (w, b) in written.values.iter().zip(&before.values) {
         assert!((w - b).abs() <= 1e-6 * b.abs().max(1.0), "{w} vs {b}");
     }
+}
+
+/// The weights of the tabular run in `dir`, layer by layer, as bits.
+fn saved_weight_bits(dir: &Path) -> Vec<Vec<u32>> {
+    let model = SavedModel::load_tabular(dir, Some(BackendKind::Ndarray)).unwrap();
+    let values: Vec<Vec<f32>> = model
+        .dense_layers()
+        .into_iter()
+        .flat_map(|layer| [layer.weight, layer.bias])
+        .collect();
+    crate::common::parameter_bits(&values)
+}
+
+/// Two runs of `configs/quadrants.toml` with one seed end with the same weights, to the bit:
+/// nothing in a CPU step depends on which thread finishes first.
+#[test]
+fn seeded_quadrant_runs_end_with_the_same_weights_to_the_bit() {
+    let root = tempfile::tempdir().unwrap();
+    let train = |name: &str| {
+        let dir = root.path().join(name);
+        let (output, _, stderr) = run(cubenet()
+            .args(["train", "--config"])
+            .arg(configs().join("quadrants.toml"))
+            .args(["--epochs", "10", "--seed", "5", "--artifact-dir"])
+            .arg(&dir));
+        assert!(output.status.success(), "{stderr}");
+        saved_weight_bits(&dir)
+    };
+    assert_eq!(train("first"), train("second"), "the weights differ");
 }
 
 #[test]

@@ -6,10 +6,10 @@ use burn::backend::{Autodiff, NdArray};
 use burn::data::dataset::Dataset;
 use cubenet::data::ImageSource;
 use cubenet::device::BackendKind;
-use cubenet::model::{ImageModelConfig, MlpConfig, SimpleCnnConfig};
+use cubenet::model::{ImageModel, ImageModelConfig, MlpConfig, SimpleCnnConfig};
 use cubenet::train::{
     CONFIG_FILE, CURVES_FILE, ImageSplits, ImageTrainingConfig, MODEL_FILE, Run, RunDir, evaluate,
-    train,
+    load_model, train,
 };
 
 type B = Autodiff<NdArray>;
@@ -171,4 +171,34 @@ fn unusable_backend_is_one_line_and_exit_code_2() {
         stderr.starts_with(&format!("error: backend `{missing}`")),
         "{stderr}"
     );
+}
+
+/// Two CPU runs of the single-conv CNN with one seed end with the same weights, to the bit:
+/// the convolution's backward pass sums a batch's weight gradient in the same order whichever
+/// thread finishes first.
+#[test]
+fn seeded_cnn_runs_on_the_cpu_end_with_the_same_weights_to_the_bit() {
+    let root = tempfile::tempdir().unwrap();
+    let train = |name: &str| {
+        let dir = root.path().join(name);
+        let mut command = crate::cli::cubenet();
+        command
+            .args(["train", "--backend", "ndarray", "--config"])
+            .arg(crate::common::configs().join("mnist_cnn.toml"))
+            .args(["--set", "model.filters=8", "--set", "data.limit_train=640"])
+            .args(["--set", "data.limit_test=100", "--epochs", "2"])
+            .arg("--artifact-dir")
+            .arg(&dir);
+        crate::common::with_mnist_dir(&mut command);
+        let (output, _, stderr) = crate::cli::run(&mut command);
+        assert!(output.status.success(), "{stderr}");
+        let device = Default::default();
+        let skeleton = SimpleCnnConfig::new()
+            .with_filters(8)
+            .init::<NdArray>(&device);
+        let model = ImageModel::Cnn(skeleton.unwrap());
+        let model = load_model(&RunDir::open(&dir), model, &device).unwrap();
+        crate::common::parameter_bits(&crate::common::parameter_values(&model))
+    };
+    assert_eq!(train("first"), train("second"), "the weights differ");
 }

@@ -1,7 +1,8 @@
 //! Convolution on the CPU as one matrix product per image: the image's patches unrolled
 //! into columns (im2col) times the filters, so the arithmetic runs in `gemm`'s vectorized,
 //! cache-blocked kernels. Images are independent, so rayon spreads them over the threads,
-//! each with its own patch buffer, and every product inside runs on one thread.
+//! each with its own patch buffer, and every product inside runs on one thread; the
+//! backward pass sums the batch's weight gradient in fixed groups of images, added in order.
 
 use std::ops::Range;
 
@@ -242,16 +243,18 @@ pub(super) fn backward(
         geometry.image_len(),
     );
     let mut x_grad = wants.x.then(|| output(geometry.batch * image_len));
-    let images: Vec<Option<&mut [f32]>> = match x_grad.as_mut() {
+    let mut images: Vec<Option<&mut [f32]>> = match x_grad.as_mut() {
         Some(dx) => dx.chunks_mut(image_len.max(1)).map(Some).collect(),
         None => (0..geometry.batch).map(|_| None).collect(),
     };
-    let sums = images
-        .into_par_iter()
+    let per_group = images_per_group(geometry.batch);
+    let partials: Vec<BackwardBuffers> = images
+        .par_chunks_mut(per_group)
         .enumerate()
-        .fold(
-            || BackwardBuffers::new(&geometry),
-            |mut buffers, (index, image_grad)| {
+        .map(|(group, image_grads)| {
+            let mut buffers = BackwardBuffers::new(&geometry);
+            for (offset, image_grad) in image_grads.iter_mut().enumerate() {
+                let index = group * per_group + offset;
                 let image = &x[index * image_len..][..image_len];
                 geometry.unroll(image, &mut buffers.patches);
                 output_grad(index, &mut buffers.output_grad);
@@ -283,10 +286,14 @@ pub(super) fn backward(
                     );
                     geometry.fold_back(&buffers.patches, image_grad);
                 }
-                buffers
-            },
-        )
-        .reduce_with(BackwardBuffers::add)
+            }
+            buffers
+        })
+        .collect();
+    // In group order, whichever thread finished first.
+    let sums = partials
+        .into_iter()
+        .reduce(BackwardBuffers::add)
         .unwrap_or_else(|| BackwardBuffers::new(&geometry));
     let (c_out, [kh, kw]) = (geometry.c_out, geometry.kernel);
     LayerGrads {
@@ -313,7 +320,20 @@ fn lane_sum(values: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
-/// One thread's buffers in [`backward`]: its patch and output-gradient buffers and its
+/// Groups of images per thread in [`backward`]: enough for work stealing to even out the
+/// threads, few enough that the per-group buffers and their sum stay cheap.
+const GROUPS_PER_THREAD: usize = 4;
+
+/// The images of each group [`backward`] sums on its own. The groups depend only on the
+/// batch and the thread count, never on which thread ran what, so the weight and bias
+/// gradients are added in the same order on every run.
+fn images_per_group(batch: usize) -> usize {
+    batch
+        .div_ceil(GROUPS_PER_THREAD * rayon::current_num_threads())
+        .max(1)
+}
+
+/// One group's buffers in [`backward`]: its patch and output-gradient buffers and its
 /// partial sums of the weight and bias gradients.
 struct BackwardBuffers {
     patches: Vec<f32>,
@@ -332,12 +352,67 @@ impl BackwardBuffers {
         }
     }
 
-    /// Both threads' partial sums in one.
+    /// Both groups' partial sums in one.
     fn add(mut self, other: Self) -> Self {
         let pairs = self.weight_grad.iter_mut().zip(&other.weight_grad);
         pairs
             .chain(self.bias_grad.iter_mut().zip(&other.bias_grad))
             .for_each(|(a, b)| *a += b);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    use super::*;
+
+    /// Seeded values in [−1, 1).
+    fn random(rng: &mut StdRng, len: usize) -> Vec<f32> {
+        (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+    }
+
+    /// A batch's weight and bias gradients come out the same to the bit on every run: a pool
+    /// of more threads than cores lets work stealing hand the images to other threads on
+    /// every call.
+    #[test]
+    fn backward_adds_a_batch_in_the_same_order_on_every_run() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let [batch, c_in, side, c_out] = [96, 3, 12, 8];
+        let x = tensor(
+            random(&mut rng, batch * c_in * side * side),
+            &[batch, c_in, side, side],
+        );
+        let weight = tensor(random(&mut rng, c_out * c_in * 9), &[c_out, c_in, 3, 3]);
+        let options = ConvOptions2d::new([1, 1], [1, 1]);
+        let geometry = ConvGeometry::new(&x, &weight, options);
+        let image_len = geometry.output_image_len();
+        let grad = random(&mut rng, batch * image_len);
+        let wants = GradsWanted {
+            x: true,
+            bias: true,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(8)
+            .build()
+            .unwrap();
+        let sums = || {
+            let grads = pool.install(|| {
+                backward(geometry, &x, &weight, wants, |index, image_grad| {
+                    image_grad.copy_from_slice(&grad[index * image_len..][..image_len]);
+                })
+            });
+            let bias = grads.bias.expect("the bias gradient was asked for");
+            [grads.weight, bias].map(|t| values(&t).iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+        };
+        let first = sums();
+        for run in 1..40 {
+            assert!(
+                sums() == first,
+                "run {run} added the batch in another order"
+            );
+        }
     }
 }

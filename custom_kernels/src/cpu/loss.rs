@@ -31,15 +31,23 @@ fn target(targets: &[i64], row: usize, classes: usize) -> usize {
 pub(super) fn forward(logits: &NdArrayTensor, targets: &NdArrayTensor) -> NdArrayTensor {
     let [rows, classes] = matrix(logits);
     let (logits, targets) = (values(logits), indices(targets));
-    let total: f64 = logits
-        .par_chunks(classes.max(1))
-        .with_min_len(ROWS_PER_TASK)
+    let row_len = classes.max(1);
+    // Each task's sum, added in task order: the same total whichever thread ran which.
+    let task_sums: Vec<f64> = logits
+        .par_chunks(ROWS_PER_TASK * row_len)
         .enumerate()
-        .map(|(r, row)| {
-            let (max, log_sum) = log_sum_exp(row);
-            f64::from(max + log_sum - row[target(&targets, r, classes)])
+        .map(|(task, rows)| {
+            let first = task * ROWS_PER_TASK;
+            rows.chunks(row_len)
+                .enumerate()
+                .map(|(r, row)| {
+                    let (max, log_sum) = log_sum_exp(row);
+                    f64::from(max + log_sum - row[target(&targets, first + r, classes)])
+                })
+                .sum()
         })
-        .sum();
+        .collect();
+    let total: f64 = task_sums.iter().sum();
     tensor(vec![(total / rows as f64) as f32], &[1])
 }
 
