@@ -81,7 +81,7 @@ fn wait_at_most(mut child: Child, limit: Duration) -> (ExitStatus, String) {
 /// final model).
 fn stopped_after(status: ExitStatus, stderr: &str, dir: &Path, epochs: usize) -> usize {
     assert_eq!(status.code(), Some(130), "{stderr}");
-    let line = stderr.trim_end().lines().last().unwrap_or_default();
+    let line = stderr.trim_end().lines().next_back().unwrap_or_default();
     let pattern = regex_lite::Regex::new(&format!(
         "^stopped after epoch ([0-9]+) of {epochs}; continue with --resume$"
     ))
@@ -191,7 +191,7 @@ fn sigint_sigterm_and_sighup_stop_at_a_checkpoint_that_resume_continues() {
 
 /// A regression run whose every step takes seconds on a CPU: one wide hidden layer, the whole
 /// training split in one batch.
-fn slow_step_run(dir: &Path) -> Command {
+fn slow_step_run(dir: &Path, epochs: usize) -> Command {
     let mut command = cubenet();
     command
         .args(["train", "--config"])
@@ -202,7 +202,7 @@ fn slow_step_run(dir: &Path) -> Command {
             "--set",
             "model.hidden=[4096,4096]",
         ])
-        .args(["--batch-size", "4000", "--epochs", "50"])
+        .args(["--batch-size", "4000", "--epochs", &epochs.to_string()])
         .arg("--artifact-dir")
         .arg(dir);
     command
@@ -211,7 +211,7 @@ fn slow_step_run(dir: &Path) -> Command {
 #[test]
 fn a_second_sigint_stops_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = slow_step_run(dir.path())
+    let mut child = slow_step_run(dir.path(), 50)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -240,8 +240,7 @@ fn a_second_sigint_stops_at_once() {
     );
     // One step of this run takes seconds; stopping at once does not wait for it.
     assert!(took < Duration::from_secs(1), "took {took:?}: {stderr}");
-    let (output, resumed, stderr) =
-        run(slow_step_run(dir.path()).args(["--epochs", "2", "--resume"]));
+    let (output, resumed, stderr) = run(slow_step_run(dir.path(), 2).arg("--resume"));
     assert!(output.status.success(), "{stderr}");
     assert!(resumed.contains("resuming after epoch 1"), "{resumed}");
 }
@@ -349,11 +348,12 @@ fn assert_stopped_cleanly(screen: &str, dir: &Path) {
     let after = |needle: &str| screen.rfind(needle).map_or(0, |at| at + 1);
     assert!(after("\x1b[?1049l") > after("\x1b[?1049h"), "{screen:?}");
     assert!(after("\x1b[?25h") > after("\x1b[?25l"), "{screen:?}");
-    let settings = &screen[screen.rfind("exit code").unwrap()..];
-    assert!(
-        settings.contains(" icanon") && settings.contains(" echo") && settings.contains(" isig"),
-        "raw mode left on: {settings}"
-    );
+    let settings: Vec<&str> = screen[screen.rfind("exit code").unwrap()..]
+        .split_whitespace()
+        .collect();
+    for mode in ["icanon", "echo", "isig"] {
+        assert!(settings.contains(&mode), "raw mode left on: {settings:?}");
+    }
 }
 
 #[test]
