@@ -6,6 +6,10 @@
 //! file left by a killed process is never taken for the real one (resuming a run clears
 //! those in its checkpoint directory).
 //!
+//! A process about to exit at a user's request ([`freeze_writes`]) first lets the writes in
+//! flight finish and starts no new one, so that it leaves no `.partial-*` file and the newest
+//! checkpoint it names stays the newest.
+//!
 //! For tests of what a full disk does, `CUBENET_DISK_FULL_AFTER=N` makes this writer (and
 //! the metric logs, which grow line by line) fail with ENOSPC once the bytes written through
 //! them in this process exceed `N`.
@@ -14,8 +18,8 @@ use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{OnceLock, RwLock};
 
 /// Prefix of a file still being written.
 pub const PARTIAL_PREFIX: &str = ".partial-";
@@ -56,6 +60,9 @@ pub fn write_atomically_with(
     let mut partial_name = OsString::from(PARTIAL_PREFIX);
     partial_name.push(name);
     let partial = path.with_file_name(partial_name);
+    let _writing = WRITES
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     // A stale partial file, or a link put in its place, goes first, so that the bytes never
     // reach a file through a link.
     match fs::remove_file(&partial) {
@@ -72,6 +79,18 @@ pub fn write_atomically_with(
         let _ = fs::remove_file(&partial);
     }
     written.map_err(fail)
+}
+
+/// Held shared by every write, exclusively (and for good) by [`freeze_writes`].
+static WRITES: RwLock<()> = RwLock::new(());
+
+/// Waits for the writes in flight to finish and blocks every later one, for the rest of the
+/// process: for a process that exits next.
+pub(crate) fn freeze_writes() {
+    let frozen = WRITES
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    std::mem::forget(frozen);
 }
 
 /// The disk of `CUBENET_DISK_FULL_AFTER` (see the module docs): bytes written so far, and

@@ -10,7 +10,8 @@
 //! cubenet info
 //! ```
 //! Every user error (a missing file, a bad config key, a backend not compiled in, no GPU)
-//! is one line on stderr and exit code 2.
+//! is one line on stderr and exit code 2; a training run stopped on request (Ctrl-C, SIGTERM,
+//! SIGHUP, the dashboard's keys) is one line and exit code 130.
 
 mod bench;
 mod eval;
@@ -19,6 +20,7 @@ mod info;
 mod predict;
 mod train;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use std::path::Path;
@@ -70,10 +72,18 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {}", error_line(error.as_ref()));
-            ExitCode::from(2)
-        }
+        Err(error) => match train::stop_point(&error) {
+            // A stop on request is not an error of the user's, nor a success.
+            Some(point) => {
+                // Not `eprintln!`: after a SIGHUP the terminal may be gone.
+                let _ = writeln!(std::io::stderr(), "{point}");
+                ExitCode::from(train::STOPPED_EXIT_CODE)
+            }
+            None => {
+                eprintln!("error: {}", error_line(error.as_ref()));
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

@@ -19,6 +19,8 @@ pub use fit::early_stopping::{PatienceStopping, patience_exhausted};
 pub use fit::epoch_lines::{EpochLineRenderer, EpochMeans, epoch_line};
 pub(crate) use fit::run::launch;
 pub use fit::run::{Run, RunJob};
+pub use fit::stop_now::end_now;
+pub use fit::stops::{StopPoint, StopRequest, handle_stop_signals, request_stop};
 pub use fit::watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
 pub use jobs::config::ImageTrainingConfig;
 pub use jobs::images::{ImageJob, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train};
@@ -124,6 +126,9 @@ pub enum TrainError {
          training.batch_size in the run file)"
     )]
     OutOfGpuMemory { batch_size: usize },
+    /// Stopped at the user's request: not a success, and not a failure of the run.
+    #[error("{0}")]
+    Stopped(StopPoint),
 }
 
 impl TrainError {

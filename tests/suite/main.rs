@@ -13,6 +13,7 @@ mod layering;
 mod mnist_data;
 mod models;
 mod readme;
+mod stops;
 mod tabular;
 mod torch_weights;
 mod training;

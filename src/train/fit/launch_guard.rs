@@ -17,17 +17,23 @@
 //! channels, a joined thread) are its consequences. The first such panic becomes one line
 //! naming the artifact directory and the OS's reason. cubenet's own writes (checkpoints,
 //! metric logs) report their failures through the [`TrainingWatch`] instead.
+//!
+//! burn-train's dashboard stops a run "immediately" (its `q` then `k`) by panicking on its
+//! drawing thread and then on its event thread; the training thread then fails on their
+//! closed channel. That is a stop the user asked for: it ends like any other
+//! ([`crate::train::fit::stops`]), naming the checkpoint `--resume` continues after.
 
 use std::io;
 use std::path::Path;
 
 use crate::quiet_panic::catch_expected;
+use crate::train::fit::stops;
 use crate::train::{TrainError, TrainingWatch};
 
 /// Runs `launch` (burn-train's training loop at `batch_size`, writing into `dir`, watched by
 /// `watch`), turning a GPU allocation failure anywhere in it into
-/// [`TrainError::OutOfGpuMemory`] and a failed log write into [`TrainError::Io`]; other
-/// panics unwind as usual.
+/// [`TrainError::OutOfGpuMemory`], a failed log write into [`TrainError::Io`] and the
+/// dashboard's kill key into [`TrainError::Stopped`]; other panics unwind as usual.
 pub(crate) fn guard_launch<R>(
     batch_size: usize,
     dir: &Path,
@@ -36,6 +42,9 @@ pub(crate) fn guard_launch<R>(
 ) -> Result<R, TrainError> {
     let watch = watch.clone();
     catch_expected(launch, is_expected, move || watch.stop("training failed")).map_err(|message| {
+        if message == DASHBOARD_KILL {
+            return stops::stopped();
+        }
         match os_error(&message) {
             Some(source) => TrainError::Io {
                 path: dir.to_path_buf(),
@@ -46,9 +55,12 @@ pub(crate) fn guard_launch<R>(
     })
 }
 
+/// The panic message of the dashboard's kill key.
+const DASHBOARD_KILL: &str = "Killing training from user input.";
+
 /// Whether a panic message reports one of the failures above.
 fn is_expected(message: &str) -> bool {
-    is_out_of_memory(message) || os_error(message).is_some()
+    message == DASHBOARD_KILL || is_out_of_memory(message) || os_error(message).is_some()
 }
 
 /// Whether a panic message reports a failed GPU allocation (see the module docs).

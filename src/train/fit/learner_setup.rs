@@ -13,8 +13,10 @@ use burn::train::{
     InferenceStep, LearningComponentsMarker, LearningResult, SupervisedTraining, TrainStep,
 };
 
+use crate::train::fit::dashboard::Dashboard;
 use crate::train::fit::early_stopping::{PatienceStopping, patience_exhausted};
 use crate::train::fit::experiment_log;
+use crate::train::fit::stops;
 use crate::train::fit::watch::{StepLoss, TrainingWatch};
 use crate::train::run_dir::RunDir;
 use crate::train::run_dir::artifacts::{BestEpoch, restore_best_epoch, valid_losses};
@@ -71,8 +73,8 @@ impl RunLength {
 /// reloads the best and prunes the others but the last), early stopping on the validation
 /// loss, the resume point, metric logs that stop the run when a write fails and are
 /// numbered by the true epoch after a resume ([`EpochMetricLogger`]), the
-/// [`TrainingWatch`], CUDA statistics on the dashboard of a CUDA device, one line per epoch
-/// instead of the dashboard when stdout is not a terminal,
+/// [`TrainingWatch`], burn-train's dashboard made safe to stop ([`Dashboard`]) with CUDA
+/// statistics on a CUDA device when stdout is a terminal, one line per epoch otherwise,
 /// and burn-train's application log `experiment.log` in `dir`, installed by
 /// [`experiment_log`] instead of burn-train's installer, whose filter made every CubeCL
 /// trace span cost time. The log is global: only a process's first run installs it.
@@ -121,14 +123,16 @@ where
         if on_cuda::<B>() {
             training = training.metric_train(CudaMetric::new());
         }
+        training = training.renderer(Dashboard::new(length.resume_after));
     } else {
         training = training.renderer(EpochLineRenderer::default());
     }
     (training, watch)
 }
 
-/// What a finished `launch` leaves: an error if the watch stopped it, otherwise the best
-/// epoch's model restored from its checkpoint. `learning_rate` goes into the hint.
+/// What a finished `launch` leaves: an error if the watch stopped it or a stop was requested
+/// ([`stops`]), otherwise the best epoch's model restored from its checkpoint.
+/// `learning_rate` goes into the hint.
 pub(crate) fn finish_run<B, M>(
     dir: &RunDir,
     result: LearningResult<M>,
@@ -153,6 +157,9 @@ where
             learning_rate,
             last_good: dir.last_complete_checkpoint()?,
         });
+    }
+    if stops::requested() {
+        return Err(stops::stopped());
     }
     restore_best_epoch(dir, result.model, device)
 }

@@ -2,7 +2,10 @@
 //! directory is prepared (and the resume point found) before the loaders are built, since
 //! they start at the epoch after it; the run's length reads the metric logs of that resume
 //! point; the pinned pages that checkpoints read through are allocated before the first
-//! epoch; and the best epoch is restored only after the loop returned without a failure.
+//! epoch; and the best epoch is restored only after the loop returned without a failure or a
+//! stop request. From the resume point on, a request to stop the run stops its loop at the
+//! next step ([`crate::train::fit::stops`]), and the terminal is given back from the dashboard
+//! however the loop ends.
 
 use burn::lr_scheduler::LrScheduler;
 use burn::module::AutodiffModule;
@@ -14,9 +17,11 @@ use burn::train::{
 };
 use serde::Serialize;
 
+use crate::train::fit::dashboard::TerminalGuard;
 use crate::train::fit::launch_guard::guard_launch;
 use crate::train::fit::learner_setup::{RunLength, finish_run, with_run_settings};
 use crate::train::fit::pinned_warmup::warm_pinned_reads;
+use crate::train::fit::stops::{StopAtStep, TrainingPhase};
 use crate::train::fit::watch::{StepLoss, TrainingWatch};
 use crate::train::run_dir::artifacts::BestEpoch;
 use crate::train::run_dir::resume::begin_run;
@@ -65,7 +70,7 @@ where
         training: impl FnOnce(
             Option<usize>,
         ) -> Result<
-            SupervisedTraining<LearningComponentsMarker<B, S, M, O>>,
+            SupervisedTraining<LearningComponentsMarker<B, StopAtStep<S>, M, O>>,
             TrainError,
         >,
     ) -> Result<LoopResult<M::InnerModule>, TrainError> {
@@ -73,11 +78,14 @@ where
         let device = &self.devices[0];
         let resume_after =
             begin_run::<B, M, O, S, T>(dir, self.settings, self.run.resume, &self.model, device)?;
+        let _training_phase = TrainingPhase::begin(dir, self.epochs);
+        let _terminal = TerminalGuard;
         let training = training(resume_after)?;
         let length = RunLength::new(dir, self.epochs, self.patience, resume_after)?;
         let (training, watch) = with_run_settings(training, dir, length);
         let warmup = warm_pinned_reads(&self.model, self.devices);
-        let (model, optimizer, scheduler) = (self.model, self.optimizer, self.scheduler);
+        let scheduler = StopAtStep::new(self.scheduler, training.interrupter());
+        let (model, optimizer) = (self.model, self.optimizer);
         let result = guard_launch(self.batch_size, dir.root(), &watch, || {
             training.launch(Learner::new(model, optimizer, scheduler))
         })?;

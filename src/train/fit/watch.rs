@@ -122,6 +122,8 @@ struct Record {
     failure: Option<NonFiniteLoss>,
     /// The first checkpoint or metric log that could not be written.
     failed_write: Option<WriteError>,
+    /// Whether [`TrainingWatch::stop`] stopped training.
+    stopped: bool,
 }
 
 impl Record {
@@ -152,6 +154,7 @@ impl TrainingWatch {
                     epochs: Vec::new(),
                     failure: None,
                     failed_write: None,
+                    stopped: false,
                 }),
                 Condvar::new(),
             )),
@@ -162,9 +165,13 @@ impl TrainingWatch {
     }
 
     /// Stops training after the current step for a failure outside the loss (a failed GPU
-    /// allocation): the epoch is neither validated nor checkpointed.
+    /// allocation, the dashboard's kill key): the epoch is neither validated nor checkpointed,
+    /// and a wait for a validation's end ([`Self::wait_for_validation`]) ends, since the
+    /// failure may have ended the thread that reports it.
     pub fn stop(&self, reason: &str) {
         self.interrupter.stop(Some(reason));
+        self.lock().stopped = true;
+        self.record.1.notify_all();
     }
 
     /// Stops training at a checkpoint or metric log that could not be written (a full
@@ -222,8 +229,8 @@ impl TrainingWatch {
             .collect()
     }
 
-    /// Waits until `epoch`'s validation has ended or `deadline` has passed, and says
-    /// whether it ended. burn-train logs the last validation step's metrics and the epoch's
+    /// Waits until `epoch`'s validation has ended, `deadline` has passed or training was
+    /// stopped ([`Self::stop`]), and says whether it ended. burn-train logs the last validation step's metrics and the epoch's
     /// end before it clears the validation metrics, which is when the watch learns of it: a
     /// read of the event store after this returns sees the epoch's whole validation.
     pub fn wait_for_validation(&self, epoch: usize, deadline: Instant) -> bool {
@@ -236,6 +243,9 @@ impl TrainingWatch {
                 .any(|e| e.epoch == epoch && e.validated)
             {
                 return true;
+            }
+            if record.stopped {
+                return false;
             }
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 return false;
