@@ -24,8 +24,9 @@ impl RunDir {
     /// folders): creates it if absent, refuses it if it holds files but no cubenet run, or if
     /// an input lies where runs write, then marks it. Taking a directory again is harmless.
     pub fn claim(root: impl Into<PathBuf>, inputs: &[&Path]) -> Result<Self, TrainError> {
-        let run_dir = RunDir::open(root);
+        let mut run_dir = RunDir::open(root);
         claim(&run_dir, inputs)?;
+        run_dir.inputs = inputs.iter().map(|input| input.to_path_buf()).collect();
         Ok(run_dir)
     }
 }

@@ -21,7 +21,9 @@ pub(crate) mod artifacts;
 pub(crate) mod checkpoints;
 mod claim;
 pub(crate) mod confusion;
+pub(crate) mod data_identity;
 pub(crate) mod metric_logs;
+pub(crate) mod record_frame;
 pub(crate) mod recorder;
 pub(crate) mod resume;
 
@@ -70,17 +72,28 @@ const RUN_FOLDERS: [&str; 4] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDir {
     root: PathBuf,
+    /// The data files and folders of the run that claimed it, whose identity is saved with
+    /// its settings.
+    inputs: Vec<PathBuf>,
 }
 
 impl RunDir {
     /// A finished run's directory, to read from; nothing is checked or created.
     pub fn open(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            inputs: Vec::new(),
+        }
     }
 
     /// The directory itself.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The data files and folders the run reads, as [`RunDir::claim`] was given them.
+    pub fn inputs(&self) -> &[PathBuf] {
+        &self.inputs
     }
 
     pub fn marker(&self) -> PathBuf {
