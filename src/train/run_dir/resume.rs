@@ -44,10 +44,10 @@ struct SavedSettings<'a, T> {
     data: &'a DataIdentity,
 }
 
-/// Prepares `dir` for a run with `settings` on `data` and returns the epoch training continues after:
-/// `None` for a fresh start (also when `resume` finds no complete checkpoint), `Some(k)`
-/// when resuming after epoch `k`, the newest epoch whose checkpoint loads into `model` (and
-/// whose optimizer and scheduler records load as `O`'s and `S`'s)
+/// Prepares `dir` for a run with `settings` on `data` and returns the epoch training
+/// continues after: `None` for a fresh start (also when `resume` finds no complete
+/// checkpoint), `Some(k)` when resuming after epoch `k`, the newest epoch whose checkpoint
+/// loads into `model` (and whose optimizer and scheduler records load as `O`'s and `S`'s)
 /// (a damaged newer one is reported and set aside). Either way, what later epochs or an
 /// earlier run left in the checkpoint and metric-log folders is cleared, file by file.
 pub(crate) fn begin_run<B, M, O, S, T>(
