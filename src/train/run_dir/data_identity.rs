@@ -44,7 +44,7 @@ impl DataIdentity {
     pub fn of(inputs: &[PathBuf], split_sizes: [usize; 3]) -> Result<Self, TrainError> {
         let inputs = inputs
             .iter()
-            .map(|input| InputIdentity::of(input))
+            .map(|input| InputIdentity::of(input.as_path()))
             .collect::<Result<_, _>>()?;
         Ok(Self {
             inputs,
