@@ -32,6 +32,7 @@ pub use run_dir::artifacts::{
 };
 pub use run_dir::checkpoints::SaveEveryEpoch;
 pub use run_dir::confusion::{ConfusionError, ConfusionMatrix};
+pub use run_dir::record_frame::{FrameError, frame_record};
 pub use run_dir::recorder::{ModelRecorder, RecordError, decode_model_record, decode_record};
 pub use run_dir::{
     CHECKPOINT_DIR, CONFIG_FILE, CONFUSION_MATRIX_FILE, CURVES_FILE, EXPORT_DIR, IMAGE_CACHE_DIR,

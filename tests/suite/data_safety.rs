@@ -362,3 +362,296 @@ fn predictions_never_replace_a_file_cubenet_did_not_write() {
         succeeds(&mut predict_to(&output));
     }
 }
+
+// Checksummed records, the image cache, and the data a resume continues on.
+
+/// Flips a bit of the last byte where the record files `path` and `other` (the same network
+/// with other weights) differ: a byte of a weight, where MessagePack alone sees nothing wrong.
+fn flip_a_weight(path: &Path, other: &Path) {
+    let mut bytes = fs::read(path).unwrap();
+    let other = fs::read(other).unwrap();
+    assert_eq!(bytes.len(), other.len(), "{}", path.display());
+    let at = (0..bytes.len()).rev().find(|&i| bytes[i] != other[i]);
+    bytes[at.expect("the weights differ")] ^= 0x01;
+    fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_flipped_byte_in_the_model_file_is_called_damaged() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, other) = (root.path().join("run"), root.path().join("other"));
+    succeeds(&mut xor(&dir, 2, &[]));
+    succeeds(&mut xor(&other, 1, &[]));
+    flip_a_weight(&dir.join("model.mpk"), &other.join("model.mpk"));
+    let input = root.path().join("points.csv");
+    fs::write(&input, "x1,x2\n0,1\n1,1\n").unwrap();
+    let damaged = "model.mpk: the file is damaged or truncated (its checksum does not match";
+    assert_user_error(cubenet().args(["eval", "--model-dir"]).arg(&dir), damaged);
+    assert_user_error(
+        cubenet()
+            .args(["predict", "--model-dir"])
+            .arg(&dir)
+            .arg(&input)
+            .arg("--output")
+            .arg(root.path().join("predicted.csv")),
+        damaged,
+    );
+    assert_user_error(cubenet().args(["export", "--model-dir"]).arg(&dir), damaged);
+    assert!(!dir.join("export").exists() && !root.path().join("predicted.csv").exists());
+}
+
+/// A model file without the checksum's frame, as cubenet wrote them before, is refused with
+/// what to do, not read unchecked.
+#[test]
+fn a_model_file_without_a_checksum_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("run");
+    succeeds(&mut xor(&dir, 1, &[]));
+    let model = dir.join("model.mpk");
+    let bytes = fs::read(&model).unwrap();
+    // The frame: `cnrecord`, version, length, checksum.
+    assert_eq!(&bytes[..8], b"cnrecord");
+    fs::write(&model, &bytes[24..]).unwrap();
+    assert_user_error(
+        cubenet().args(["eval", "--model-dir"]).arg(&dir),
+        "model.mpk: it has no checksum, so damage to it could not be found: an earlier cubenet \
+         wrote it; retrain",
+    );
+}
+
+/// A run that stopped after its second epoch with both epochs' records kept (as a killed
+/// run leaves them), in `dir`.
+fn two_kept_epochs(dir: &Path) {
+    succeeds(&mut xor(dir, 1, &[]));
+    let checkpoints = dir.join("checkpoint");
+    let first: Vec<(PathBuf, Vec<u8>)> = ["model-1.mpk", "optim-1.mpk", "scheduler-1.mpk"]
+        .map(|name| checkpoints.join(name))
+        .into_iter()
+        .map(|path| (path.clone(), fs::read(&path).unwrap()))
+        .collect();
+    succeeds(&mut xor(dir, 2, &["--resume"]));
+    // A finished run keeps only its best and last epochs; during a run every epoch is kept.
+    for (path, bytes) in first {
+        fs::write(path, bytes).unwrap();
+    }
+}
+
+#[test]
+fn a_checkpoint_with_a_flipped_byte_is_passed_over() {
+    let root = tempfile::tempdir().unwrap();
+    for part in ["model", "optim"] {
+        let dir = root.path().join(part);
+        two_kept_epochs(&dir);
+        let checkpoints = dir.join("checkpoint");
+        flip_a_weight(
+            &checkpoints.join(format!("{part}-2.mpk")),
+            &checkpoints.join(format!("{part}-1.mpk")),
+        );
+        let stdout = succeeds(&mut xor(&dir, 3, &["--resume"]));
+        assert!(
+            stdout.contains(&format!(
+                "{part}-2.mpk: the file is damaged or truncated (its checksum does not match"
+            )) && stdout.contains("resuming after epoch 1"),
+            "{stdout}"
+        );
+    }
+}
+
+/// A gray `size`×`size` PNG per image, `per_class` of each of two classes, under `root`;
+/// `seed` varies the pixels.
+fn write_png_folder(root: &Path, per_class: usize, seed: u8) {
+    for class in ["a", "b"] {
+        fs::create_dir_all(root.join(class)).unwrap();
+        for i in 0..per_class {
+            let image = image::GrayImage::from_fn(6, 6, |x, y| {
+                let dark = class == "a";
+                let value = (x * 7 + y * 3 + i as u32 * 11 + seed as u32) % 64;
+                image::Luma([if dark { value as u8 } else { 190 + value as u8 }])
+            });
+            image
+                .save(root.join(class).join(format!("{i:03}.png")))
+                .unwrap();
+        }
+    }
+}
+
+/// A run file that trains a small MLP for `epochs` on the image folder at `root`.
+fn image_folder_run(dir: &Path, root: &Path, epochs: usize, extra: &[&str]) -> Command {
+    let run_file = dir.with_extension("toml");
+    fs::write(
+        &run_file,
+        format!(
+            "backend = \"ndarray\"\n[data]\nkind = \"image_folder\"\nroot = {root:?}\n\
+             channels = 1\n[model]\nkind = \"mlp\"\nhidden = [4]\n[training]\nepochs = {epochs}\n"
+        ),
+    )
+    .unwrap();
+    let mut command = cubenet();
+    command
+        .args(["train", "--config"])
+        .arg(run_file)
+        .args(extra)
+        .arg("--artifact-dir")
+        .arg(dir);
+    command
+}
+
+/// A damaged image cache is not used: the images are decoded again and the cache rewritten.
+#[test]
+fn a_damaged_image_cache_is_rebuilt() {
+    let root = tempfile::tempdir().unwrap();
+    let images = root.path().join("images");
+    write_png_folder(&images, 10, 0);
+    let dir = root.path().join("run");
+    succeeds(&mut image_folder_run(&dir, &images, 1, &[]));
+    let cache = dir.join("cache/train-images.cache");
+    let whole = fs::read(&cache).unwrap();
+    let mut flipped = whole.clone();
+    // A pixel of the last image, before the labels and the checksum.
+    let at = whole.len() - 4 - 20 * 4 - 5;
+    flipped[at] ^= 0x01;
+    fs::write(&cache, &flipped).unwrap();
+    succeeds(&mut image_folder_run(&dir, &images, 1, &[]));
+    assert!(
+        fs::read(&cache).unwrap() == whole,
+        "the cache was not rebuilt"
+    );
+}
+
+/// A run file's data moved elsewhere byte for byte resumes (and says so); other data, of
+/// every kind of source, is refused with one line saying what differs.
+#[test]
+fn a_resume_on_other_data_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let other_data = "its checkpoints were trained on other data";
+
+    // Image folders: 20 images, then 10 of them.
+    let (images, fewer) = (root.path().join("images"), root.path().join("fewer"));
+    write_png_folder(&images, 10, 0);
+    write_png_folder(&fewer, 5, 0);
+    let dir = root.path().join("image-run");
+    succeeds(&mut image_folder_run(&dir, &images, 1, &[]));
+    assert_user_error(
+        &mut image_folder_run(&dir, &fewer, 2, &["--resume"]),
+        &format!(
+            "{other_data}: {} held 20 files",
+            fs::canonicalize(&images).unwrap().display()
+        ),
+    );
+    let copied = root.path().join("copied");
+    write_png_folder(&copied, 10, 0);
+    let stdout = succeeds(&mut image_folder_run(&dir, &copied, 2, &["--resume"]));
+    assert!(
+        stdout.contains("the data moved from") && stdout.contains("resuming after epoch 1"),
+        "{stdout}"
+    );
+
+    // CSV files of the same size, other labels.
+    let (csv, other_csv) = (root.path().join("a.csv"), root.path().join("b.csv"));
+    write_csv(&csv, 60, |row| row % 3);
+    write_csv(&other_csv, 60, |row| (row + 1) % 3);
+    let dir = root.path().join("csv-run");
+    succeeds(&mut csv_run(&csv, &dir));
+    let resume_on = |csv: &Path| {
+        let mut command = csv_run(csv, &dir);
+        command.args(["--set", "training.epochs=2", "--resume"]);
+        command
+    };
+    assert_user_error(&mut resume_on(&other_csv), "with other contents");
+    // Settings saved without the data's identity (an earlier cubenet) cannot be checked.
+    let settings_path = dir.join("checkpoint/run-settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&settings_path).unwrap()).unwrap();
+    settings.as_object_mut().unwrap().remove("data");
+    fs::write(&settings_path, settings.to_string()).unwrap();
+    assert_user_error(&mut resume_on(&csv), "do not say which data");
+
+    // MNIST's IDX files in `data.dir`: the same count of other images.
+    let idx_dir = |name: &str, pixel: u8| {
+        let dir = root.path().join(name);
+        fs::create_dir_all(&dir).unwrap();
+        for (prefix, count) in [("train", 40u32), ("t10k", 10)] {
+            let mut images = vec![0, 0, 8, 3];
+            images.extend([count, 28, 28].iter().flat_map(|d| d.to_be_bytes()));
+            images.extend((0..count * 784).map(|i| pixel.wrapping_add((i % 251) as u8)));
+            let mut labels = vec![0, 0, 8, 1];
+            labels.extend(count.to_be_bytes());
+            labels.extend((0..count).map(|i| (i % 10) as u8));
+            fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), images).unwrap();
+            fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), labels).unwrap();
+        }
+        dir
+    };
+    let (mnist, other_mnist) = (idx_dir("mnist", 0), idx_dir("other-mnist", 1));
+    let run_file = root.path().join("mnist.toml");
+    fs::write(
+        &run_file,
+        "backend = \"ndarray\"\n[data]\nkind = \"mnist\"\n[model]\nkind = \"mlp\"\n\
+         hidden = [4]\n[training]\nepochs = 1\n",
+    )
+    .unwrap();
+    let dir = root.path().join("mnist-run");
+    let mnist_run = |data: &Path, extra: &[&str]| {
+        let mut command = cubenet();
+        command
+            .args(["train", "--config"])
+            .arg(&run_file)
+            .arg("--data-dir")
+            .arg(data)
+            .args(extra)
+            .arg("--artifact-dir")
+            .arg(&dir);
+        command
+    };
+    succeeds(&mut mnist_run(&mnist, &[]));
+    assert_user_error(
+        &mut mnist_run(&other_mnist, &["--set", "training.epochs=2", "--resume"]),
+        &format!(
+            "{other_data}: {} held 4 files of {} bytes then",
+            fs::canonicalize(&mnist).unwrap().display(),
+            2 * 16 + 50 * 784 + 2 * 8 + 50
+        ),
+    );
+}
+
+/// An export read back (`predict --model-dir <export>`) is checked against the SHA-256 that
+/// its sidecar records of its weights.
+#[test]
+fn a_flipped_byte_in_an_export_is_called_damaged() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("run");
+    succeeds(&mut xor(&dir, 1, &[]));
+    succeeds(cubenet().args(["export", "--model-dir"]).arg(&dir));
+    let export = dir.join("export");
+    let input = root.path().join("points.csv");
+    fs::write(&input, "x1,x2\n0,1\n1,1\n").unwrap();
+    let predict = || {
+        let mut command = cubenet();
+        command
+            .args(["predict", "--backend", "ndarray", "--model-dir"])
+            .arg(&export)
+            .arg(&input)
+            .arg("--output")
+            .arg(root.path().join("predicted.csv"));
+        command
+    };
+    succeeds(&mut predict());
+    let weights = export.join("model.safetensors");
+    let whole = fs::read(&weights).unwrap();
+    let mut flipped = whole.clone();
+    // The last byte of the last tensor's data.
+    *flipped.last_mut().unwrap() ^= 0x01;
+    fs::write(&weights, &flipped).unwrap();
+    assert_user_error(
+        &mut predict(),
+        "model.safetensors: the file is damaged or truncated (its SHA-256 is not the one its \
+         sidecar records)",
+    );
+    fs::write(&weights, &whole).unwrap();
+    let sidecar_path = export.join("model.json");
+    let mut sidecar: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&sidecar_path).unwrap()).unwrap();
+    sidecar.as_object_mut().unwrap().remove("weights_sha256");
+    fs::write(&sidecar_path, sidecar.to_string()).unwrap();
+    assert_user_error(&mut predict(), "export the run again");
+}

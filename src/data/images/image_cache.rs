@@ -3,9 +3,11 @@
 //!
 //! Layout: the magic bytes, a little-endian `u32` format version, a `u32` header length, a
 //! JSON header (fingerprint, shape, classes, image count), then every image's pixels and
-//! every label as a little-endian `u32`. The fingerprint is the caller's digest of what the
-//! pixels were decoded from; a cache whose fingerprint differs, or that is damaged in any
-//! way, is not used.
+//! every label as a little-endian `u32`, and last the CRC-32 (IEEE) of all that as a
+//! little-endian `u32`. The fingerprint is the caller's digest of what the pixels were
+//! decoded from; a cache whose fingerprint differs, or that is damaged in any way (one
+//! flipped pixel too, which the checksum finds), is not used, and the caller decodes the
+//! images again.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -18,7 +20,7 @@ use crate::data::{ImageSet, ImageShape};
 
 const MAGIC: &[u8; 8] = b"cnimages";
 /// Bumped whenever the layout or the decoding changes, which makes older caches stale.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -31,7 +33,11 @@ struct Header {
 /// The images cached at `path` if it holds a whole cache with this `fingerprint`.
 pub(crate) fn read_cache(path: &Path, fingerprint: &str) -> Option<ImageSet> {
     let bytes = std::fs::read(path).ok()?;
-    let rest = bytes.strip_prefix(MAGIC)?;
+    let (checked, checksum) = bytes.split_last_chunk::<4>()?;
+    if crc32fast::hash(checked) != u32::from_le_bytes(*checksum) {
+        return None;
+    }
+    let rest = checked.strip_prefix(MAGIC)?;
     let (version, rest) = take_u32(rest)?;
     let (header_len, rest) = take_u32(rest)?;
     let (header, body) = rest.split_at_checked(header_len as usize)?;
@@ -79,8 +85,16 @@ pub(crate) fn write_cache(
         len: images.len(),
     })
     .expect("the header is plain data");
+    let labels: Vec<u8> = images
+        .labels()
+        .iter()
+        .flat_map(|label| label.to_le_bytes())
+        .collect();
     write_atomically_with(path, |partial| {
-        let mut out = BufWriter::new(File::create(partial)?);
+        let mut out = Checksummed {
+            out: BufWriter::new(File::create(partial)?),
+            checksum: crc32fast::Hasher::new(),
+        };
         out.write_all(MAGIC)?;
         out.write_all(&VERSION.to_le_bytes())?;
         out.write_all(
@@ -90,11 +104,24 @@ pub(crate) fn write_cache(
         )?;
         out.write_all(&header)?;
         out.write_all(images.pixels())?;
-        for label in images.labels() {
-            out.write_all(&label.to_le_bytes())?;
-        }
+        out.write_all(&labels)?;
+        let Checksummed { mut out, checksum } = out;
+        out.write_all(&checksum.finalize().to_le_bytes())?;
         out.flush()
     })
+}
+
+/// A writer that keeps the CRC-32 of what went through it.
+struct Checksummed<W> {
+    out: W,
+    checksum: crc32fast::Hasher,
+}
+
+impl<W: Write> Checksummed<W> {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.checksum.update(bytes);
+        self.out.write_all(bytes)
+    }
 }
 
 fn take_u32(bytes: &[u8]) -> Option<(u32, &[u8])> {
@@ -144,9 +171,12 @@ mod tests {
         long.push(0);
         std::fs::write(&path, &long).unwrap();
         assert_eq!(read_cache(&path, "abc"), None);
-        let mut bad_label = whole;
-        *bad_label.last_mut().unwrap() = 7;
-        std::fs::write(&path, &bad_label).unwrap();
-        assert_eq!(read_cache(&path, "abc"), None);
+        // Every flipped byte, also in the pixels and labels, which would still parse.
+        for byte in 0..whole.len() {
+            let mut flipped = whole.clone();
+            flipped[byte] ^= 0x10;
+            std::fs::write(&path, &flipped).unwrap();
+            assert_eq!(read_cache(&path, "abc"), None, "byte {byte} flipped");
+        }
     }
 }

@@ -24,6 +24,7 @@ use crate::train::fit::pinned_warmup::warm_pinned_reads;
 use crate::train::fit::stops::{StopAtStep, TrainingPhase};
 use crate::train::fit::watch::{StepLoss, TrainingWatch};
 use crate::train::run_dir::artifacts::BestEpoch;
+use crate::train::run_dir::data_identity::DataIdentity;
 use crate::train::run_dir::resume::begin_run;
 use crate::train::{Run, TrainError};
 
@@ -33,6 +34,9 @@ pub(crate) struct TrainLoop<'a, B: AutodiffBackend, M, O, S, T> {
     pub run: &'a Run,
     /// The settings saved beside the checkpoints, which a resume must match.
     pub settings: &'a T,
+    /// Examples in the training, validation and test splits, saved with the identity of the
+    /// data files, which a resume must match too.
+    pub split_sizes: [usize; 3],
     pub model: M,
     pub optimizer: O,
     pub scheduler: S,
@@ -76,8 +80,15 @@ where
     ) -> Result<LoopResult<M::InnerModule>, TrainError> {
         let dir = &self.run.dir;
         let device = &self.devices[0];
-        let resume_after =
-            begin_run::<B, M, O, S, T>(dir, self.settings, self.run.resume, &self.model, device)?;
+        let data = DataIdentity::of(dir.inputs(), self.split_sizes)?;
+        let resume_after = begin_run::<B, M, O, S, T>(
+            dir,
+            self.settings,
+            &data,
+            self.run.resume,
+            &self.model,
+            device,
+        )?;
         let _training_phase = TrainingPhase::begin(dir, self.epochs);
         let _terminal = TerminalGuard;
         let training = training(resume_after)?;

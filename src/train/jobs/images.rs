@@ -174,6 +174,7 @@ pub fn train<B: AutodiffKernelBackend>(
     let train_loop = TrainLoop {
         run,
         settings: config,
+        split_sizes: [splits.train.len(), splits.valid.len(), splits.test.len()],
         model,
         optimizer,
         scheduler,

@@ -32,6 +32,7 @@ impl RunDir {
         let mut run_dir = RunDir::open(root);
         claim(&run_dir, inputs)?;
         run_dir.lock = Some(Arc::new(lock(&run_dir)?));
+        run_dir.inputs = inputs.iter().map(|input| input.to_path_buf()).collect();
         Ok(run_dir)
     }
 }

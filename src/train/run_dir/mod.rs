@@ -22,7 +22,9 @@ pub(crate) mod artifacts;
 pub(crate) mod checkpoints;
 mod claim;
 pub(crate) mod confusion;
+pub(crate) mod data_identity;
 pub(crate) mod metric_logs;
+pub(crate) mod record_frame;
 pub(crate) mod recorder;
 pub(crate) mod resume;
 
@@ -90,6 +92,9 @@ const RUN_FILES: [&str; 10] = [
 pub struct RunDir {
     root: PathBuf,
     lock: Option<Arc<File>>,
+    /// The data files and folders of the run that claimed it, whose identity is saved with
+    /// its settings.
+    inputs: Vec<PathBuf>,
 }
 
 /// Two handles are equal when they name the same directory, locked or not.
@@ -107,12 +112,18 @@ impl RunDir {
         Self {
             root: root.into(),
             lock: None,
+            inputs: Vec::new(),
         }
     }
 
     /// The directory itself.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The data files and folders the run reads, as [`RunDir::claim`] was given them.
+    pub fn inputs(&self) -> &[PathBuf] {
+        &self.inputs
     }
 
     pub fn marker(&self) -> PathBuf {

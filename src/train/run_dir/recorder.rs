@@ -2,8 +2,9 @@
 //! in full precision (restoring an epoch gives back exactly its weights), encoded in memory
 //! and written through [`crate::atomic_file`], so that a failed or killed write leaves no
 //! file but at most a `.partial-*` one (Burn's own file recorder writes through a buffer
-//! whose last flush errors are lost: a full disk left a zero-byte record); and loading a
-//! record back, telling a damaged file from one of another network.
+//! whose last flush errors are lost: a full disk left a zero-byte record), each behind a
+//! checksummed frame ([`super::record_frame`]); and loading a record back, telling a damaged
+//! file from one of another network.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use burn::record::{
 use serde::Serialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
+use super::record_frame::{FrameError, frame_record, unframe};
 use crate::atomic_file::write_atomically;
 use crate::quiet_panic::catch_quietly;
 use crate::train::TrainError;
@@ -59,7 +61,10 @@ impl<B: Backend> Recorder<B> for ModelRecorder {
 
     fn save_item<I: Serialize>(&self, item: I, file: PathBuf) -> Result<(), RecorderError> {
         let bytes = Recorder::<B>::save_item(&self.bytes, item, ())?;
-        let written = write_atomically(&file.with_extension(RECORD_EXTENSION), &bytes);
+        let written = write_atomically(
+            &file.with_extension(RECORD_EXTENSION),
+            &frame_record(&bytes),
+        );
         match (written, &self.stop_on_failure) {
             (Err(error), Some(watch)) => {
                 watch.write_failed(error);
@@ -71,11 +76,14 @@ impl<B: Backend> Recorder<B> for ModelRecorder {
 
     fn load_item<I: DeserializeOwned>(&self, file: &mut PathBuf) -> Result<I, RecorderError> {
         let path = file.with_extension(RECORD_EXTENSION);
-        let mut bytes = fs::read(&path).map_err(|e| match e.kind() {
+        let bytes = fs::read(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => RecorderError::FileNotFound(path.display().to_string()),
             _ => RecorderError::Unknown(e.to_string()),
         })?;
-        Recorder::<B>::load_item(&self.bytes, &mut bytes)
+        let payload = unframe(&bytes).map_err(|e| {
+            RecorderError::Unknown(format!("{}: {}", path.display(), RecordError::from(e)))
+        })?;
+        Recorder::<B>::load_item(&self.bytes, &mut payload.to_vec())
     }
 }
 
@@ -96,14 +104,15 @@ pub(crate) fn write_record<B: Backend, R: Record<B>>(
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    write_atomically(path, &bytes)?;
+    write_atomically(path, &frame_record(&bytes))?;
     Ok(())
 }
 
 /// Why a record file's bytes give no record.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    /// Not whole MessagePack, or a tensor whose bytes do not fit its shape: a torn or
+    /// A frame whose checksum or length does not match its bytes, or not whole
+    /// MessagePack, or a tensor whose bytes do not fit its shape: a torn or
     /// overwritten file.
     #[error("the file is damaged or truncated ({0})")]
     Damaged(String),
@@ -116,6 +125,21 @@ pub enum RecordError {
     /// A model record whose parameters have other shapes than the network's.
     #[error("it holds another network: {0}")]
     OtherNetwork(String),
+    /// A record without a checksum, written by a cubenet from before records had one.
+    #[error(
+        "it has no checksum, so damage to it could not be found: an earlier cubenet wrote it; \
+         retrain to write a checked one"
+    )]
+    Unframed,
+}
+
+impl From<FrameError> for RecordError {
+    fn from(error: FrameError) -> Self {
+        match error {
+            FrameError::Unframed => RecordError::Unframed,
+            FrameError::Damaged(reason) => RecordError::Damaged(reason),
+        }
+    }
 }
 
 /// Loads the record of type `R` at `path` (see [`decode_record`]).
@@ -127,9 +151,18 @@ pub(crate) fn load_checked<B: Backend, R: Record<B>>(
     decode_record(&bytes, device).map_err(TrainError::record(path))
 }
 
-/// The record of type `R` in the bytes of a record file, or why there is none. A panic
-/// inside Burn's decoding (a tensor whose bytes do not fit its shape) counts as damage.
+/// The record of type `R` in the bytes of a record file (its frame checked first), or why
+/// there is none. A panic inside Burn's decoding (a tensor whose bytes do not fit its shape)
+/// counts as damage.
 pub fn decode_record<B: Backend, R: Record<B>>(
+    bytes: &[u8],
+    device: &B::Device,
+) -> Result<R, RecordError> {
+    decode_payload(unframe(bytes)?, device)
+}
+
+/// The record of type `R` in a frame's payload, Burn's named MessagePack.
+fn decode_payload<B: Backend, R: Record<B>>(
     bytes: &[u8],
     device: &B::Device,
 ) -> Result<R, RecordError> {

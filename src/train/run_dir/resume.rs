@@ -1,7 +1,8 @@
 //! Starting a run in its artifact directory: fresh (what earlier runs wrote there cleared), or
 //! resumed from the newest epoch whose model, optimizer and scheduler checkpoints all load.
-//! The run's settings are saved next to the checkpoints so that a resume with different
-//! settings is refused instead of silently mixing two runs.
+//! The run's settings and the identity of its data are saved next to the checkpoints so that
+//! a resume with different settings or other data is refused instead of silently mixing two
+//! runs.
 
 use std::fs;
 use std::path::Path;
@@ -16,6 +17,7 @@ use burn::tensor::backend::AutodiffBackend;
 
 use super::RunDir;
 use super::checkpoints::Checkpoints;
+use super::data_identity::DataIdentity;
 use super::recorder::RecordError;
 use crate::atomic_file::write_atomically;
 use crate::train::TrainError;
@@ -31,15 +33,27 @@ const MAY_CHANGE: [&str; 5] = [
     "device_data_mb",
 ];
 
-/// Prepares `dir` for a run with `settings` and returns the epoch training continues after:
-/// `None` for a fresh start (also when `resume` finds no complete checkpoint), `Some(k)`
-/// when resuming after epoch `k`, the newest epoch whose checkpoint loads into `model` (and
-/// whose optimizer and scheduler records load as `O`'s and `S`'s)
+/// The key of the run's settings file under which the data's identity is kept.
+const DATA_KEY: &str = "data";
+
+/// What the run's settings file holds: the job's settings and, under [`DATA_KEY`], its data.
+#[derive(Serialize)]
+struct SavedSettings<'a, T> {
+    #[serde(flatten)]
+    settings: &'a T,
+    data: &'a DataIdentity,
+}
+
+/// Prepares `dir` for a run with `settings` on `data` and returns the epoch training
+/// continues after: `None` for a fresh start (also when `resume` finds no complete
+/// checkpoint), `Some(k)` when resuming after epoch `k`, the newest epoch whose checkpoint
+/// loads into `model` (and whose optimizer and scheduler records load as `O`'s and `S`'s)
 /// (a damaged newer one is reported and set aside). Either way, what later epochs or an
 /// earlier run left in the checkpoint and metric-log folders is cleared, file by file.
 pub(crate) fn begin_run<B, M, O, S, T>(
     run_dir: &RunDir,
     settings: &T,
+    data: &DataIdentity,
     resume: bool,
     model: &M,
     device: &B::Device,
@@ -52,11 +66,12 @@ where
     T: Serialize,
 {
     let dir = run_dir.root();
+    let saved = SavedSettings { settings, data };
+    let settings_json = serde_json::to_string_pretty(&saved).expect("settings serialize to JSON");
     let settings = serde_json::to_value(settings).expect("settings serialize to JSON");
-    let settings_json = serde_json::to_string_pretty(&settings).expect("JSON values print");
     let checkpoints = run_dir.checkpoints();
     let resume_after = match resume {
-        true => resume_point::<B, M, O, S>(dir, &settings, &checkpoints, model, device)?,
+        true => resume_point::<B, M, O, S>(dir, &settings, data, &checkpoints, model, device)?,
         false => None,
     };
     let keep = resume_after.unwrap_or(0);
@@ -72,11 +87,13 @@ where
 }
 
 /// Where `--resume` continues: the newest complete checkpoint that loads, announced on
-/// stdout, passing over damaged newer ones; an error when the saved settings differ, a
-/// checkpoint holds another network, or every complete checkpoint is damaged.
+/// stdout, passing over damaged newer ones; an error when the saved settings or data differ,
+/// a checkpoint holds another network or has no checksum, or every complete checkpoint is
+/// damaged.
 fn resume_point<B, M, O, S>(
     dir: &Path,
     settings: &Value,
+    data: &DataIdentity,
     checkpoints: &Checkpoints,
     model: &M,
     device: &B::Device,
@@ -96,13 +113,14 @@ where
         return Ok(None);
     }
     let saved_path = checkpoints.run_settings();
-    let saved: Value = fs::read_to_string(&saved_path)
+    let mut saved: Value = fs::read_to_string(&saved_path)
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .ok_or_else(|| TrainError::Resume {
             dir: dir.to_path_buf(),
             reason: format!("{} is missing or unreadable", saved_path.display()),
         })?;
+    let saved_data = saved.as_object_mut().and_then(|map| map.remove(DATA_KEY));
     let changed = differences(&saved, settings, "");
     if !changed.is_empty() {
         return Err(TrainError::Resume {
@@ -115,6 +133,7 @@ where
             ),
         });
     }
+    check_data(dir, saved_data, data)?;
     let mut newest_damage = None;
     for &epoch in complete.iter().rev() {
         match checkpoints.check_epoch::<B, M, O, S>(epoch, model, device) {
@@ -141,6 +160,40 @@ where
         }
     }
     Err(newest_damage.expect("every complete epoch was checked"))
+}
+
+/// Refuses a resume on other data than the checkpoints' (`saved`, the identity kept with their
+/// settings), and reports data that moved but is the same.
+fn check_data(dir: &Path, saved: Option<Value>, data: &DataIdentity) -> Result<(), TrainError> {
+    let refuse = |reason: String| TrainError::Resume {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    let saved: DataIdentity = saved
+        .and_then(|value| serde_json::from_value(value).ok())
+        .ok_or_else(|| {
+            refuse(
+                "its settings do not say which data its checkpoints were trained on (an earlier \
+                 cubenet wrote them) — start a fresh run in another directory instead"
+                    .into(),
+            )
+        })?;
+    let differences = saved.differences(data);
+    if !differences.is_empty() {
+        return Err(refuse(format!(
+            "its checkpoints were trained on other data: {} — point the run at the data they \
+             were trained on, or start a fresh run in another directory",
+            differences.join("; ")
+        )));
+    }
+    for (then, now) in saved.moved(data) {
+        println!(
+            "the data moved from {} to {}; its files are the same",
+            then.display(),
+            now.display()
+        );
+    }
+    Ok(())
 }
 
 /// Deletes the `epoch-<k>` folders with `k > epoch` from the metric-log folder `split_dir`,

@@ -1,6 +1,8 @@
 //! `cubenet export`: a trained network as safetensors laid out for the `nn.Sequential` of the
 //! same layers ([`Sequential`]), with a JSON sidecar that describes that network, so the file
-//! is usable without cubenet; and such an export found and read back.
+//! is usable without cubenet; and such an export found and read back, its weights checked
+//! against the SHA-256 that the sidecar records of them (safetensors has no checksum of its
+//! own, and a flipped byte in a weight reads as another weight).
 
 use std::path::{Path, PathBuf};
 
@@ -8,15 +10,16 @@ use burn::prelude::*;
 use burn_store::{ModuleSnapshot, SafetensorsStore};
 use cubenet_kernels::KernelBackend;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::torch_names::{Direction, names, read_weights};
 use crate::atomic_file::write_atomically;
 use crate::data::Standardizer;
 use crate::model::{ImageModel, ModelError, Sequential, TabularNet, Task, TorchLayer};
-use crate::train::TrainError;
 use crate::train::jobs::images::SavedImageConfig;
 use crate::train::jobs::tabular::{TabularConfig, TabularModel};
 use crate::train::run_dir::RunDir;
+use crate::train::{RecordError, TrainError};
 
 /// The `format` of every sidecar cubenet writes; how it knows an export it may replace.
 pub const EXPORT_FORMAT: &str = "cubenet-export/1";
@@ -34,6 +37,10 @@ pub struct ExportSidecar {
     pub format: String,
     /// The weights file, in the sidecar's directory.
     pub weights: String,
+    /// The SHA-256 of the weights file, checked when cubenet reads the export back (absent
+    /// in sidecars of earlier cubenets, whose exports are refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_sha256: Option<String>,
     /// One input: `[channels, height, width]` of an image, `[features]` of a table row.
     pub input: Vec<usize>,
     /// The `nn.Sequential`; a layer's weights are named by its index (`0.weight`).
@@ -118,6 +125,7 @@ impl ExportedRun {
         ExportSidecar {
             format: EXPORT_FORMAT.into(),
             weights,
+            weights_sha256: None,
             input,
             layers,
             outputs: outputs.into(),
@@ -148,6 +156,11 @@ pub fn export_tabular_model<B: Backend>(
     export(&model.net, sidecar, weights)
 }
 
+/// The SHA-256 of `bytes` in hex, as sidecars record it.
+fn sha256(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|name| name.to_string_lossy().into_owned())
@@ -161,7 +174,7 @@ pub fn sidecar_path(weights: &Path) -> PathBuf {
 
 fn export<B: Backend, M: Module<B>>(
     model: &M,
-    sidecar: ExportSidecar,
+    mut sidecar: ExportSidecar,
     weights: &Path,
 ) -> Result<(), TrainError> {
     let sidecar_file = sidecar_path(weights);
@@ -195,6 +208,7 @@ fn export<B: Backend, M: Module<B>>(
     let record = |e: burn_store::SafetensorsStoreError| refuse(weights, &e.to_string());
     model.save_into(&mut store).map_err(record)?;
     let bytes = store.get_bytes().map_err(record)?;
+    sidecar.weights_sha256 = Some(sha256(&bytes));
     write_atomically(weights, &bytes)?;
     let json = serde_json::to_string_pretty(&sidecar).expect("serializes");
     write_atomically(&sidecar_file, json.as_bytes())?;
@@ -256,7 +270,32 @@ impl Export {
         };
         let sidecar = ExportSidecar::read(&sidecar_path(&weights))?;
         let weights = weights.with_file_name(&sidecar.weights);
-        Ok(Some(Self { sidecar, weights }))
+        let export = Self { sidecar, weights };
+        export.check_weights()?;
+        Ok(Some(export))
+    }
+
+    /// Refuses weights whose SHA-256 is not the one the sidecar records, and an export whose
+    /// sidecar records none; missing weights are [`read_weights`]'s to name.
+    fn check_weights(&self) -> Result<(), TrainError> {
+        if !self.weights.is_file() {
+            return Ok(());
+        }
+        let Some(recorded) = &self.sidecar.weights_sha256 else {
+            return Err(TrainError::Load {
+                path: self.weights.clone(),
+                reason: "its sidecar records no checksum of it, so damage to it could not be \
+                         found: an earlier cubenet exported it; export the run again"
+                    .into(),
+            });
+        };
+        let bytes = std::fs::read(&self.weights).map_err(TrainError::read(&self.weights))?;
+        if sha256(&bytes) != *recorded {
+            return Err(TrainError::record(&self.weights)(RecordError::Damaged(
+                "its SHA-256 is not the one its sidecar records".into(),
+            )));
+        }
+        Ok(())
     }
 
     /// The tabular model of this export (whose run is `config`), on `device`.

@@ -306,6 +306,7 @@ where
     let train_loop = TrainLoop {
         run,
         settings: config,
+        split_sizes: [&splits.train, &splits.valid, &splits.test].map(|rows| rows.inputs.rows()),
         model: net,
         optimizer,
         scheduler: learning_rate,
