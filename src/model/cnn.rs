@@ -11,7 +11,7 @@ use cubenet_kernels::{ConvOptions2d, KernelBackend, NO_ARGMAX, PoolOptions2d, Pr
 use super::geometry::{check_nonzero, conv_output, pool_output};
 use super::{
     AfterConv, ConvBlock, ConvSpec, Dense, FeatureShape, Kernels, LayerSpec, LayerSpecs,
-    MAX_LAYERS, ModelError, NetworkSize, Sequential, TorchLayer, Width,
+    ModelError, Sequential, TorchLayer, Width,
 };
 
 /// Configuration of [`Cnn`].
@@ -62,19 +62,6 @@ impl CnnSummary {
     pub fn params(&self) -> usize {
         self.layers.iter().map(|layer| layer.params).sum()
     }
-
-    /// Its parameters and the values an image passes through it.
-    pub fn size(&self) -> NetworkSize {
-        let activations = self
-            .shapes()
-            .iter()
-            .map(|shape| shape.values() as u64)
-            .fold(0, u64::saturating_add);
-        NetworkSize {
-            params: self.params() as u64,
-            activations,
-        }
-    }
 }
 
 /// Columns `layer`, `output`, `params`, the layers numbered as error messages number them.
@@ -109,12 +96,6 @@ impl CnnConfig {
     pub fn summary(&self) -> Result<CnnSummary, ModelError> {
         check_nonzero("input", "image size", self.input)?;
         check_nonzero("output", "classes", [self.classes])?;
-        if self.layers.len() > MAX_LAYERS {
-            return Err(ModelError::TooManyLayers {
-                layers: self.layers.len(),
-                max: MAX_LAYERS,
-            });
-        }
         let input = FeatureShape::Maps(self.input);
         let mut total = 0usize;
         let mut shape = input;

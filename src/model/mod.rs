@@ -82,8 +82,6 @@ pub enum ModelError {
     },
     #[error("a CNN needs layers, the last of them `dense = \"classes\"`")]
     NoLayers,
-    #[error("the network lists {layers} layers, more than the {max} a CNN may have")]
-    TooManyLayers { layers: usize, max: usize },
     #[error(
         "model `{model}` takes square gray images, not {channels}x{height}x{width}: use \
          [model] kind = \"cnn\" with its `layers`"

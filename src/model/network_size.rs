@@ -2,6 +2,8 @@
 //! what the device has before a single weight is made, so that an oversized network is a
 //! one-line refusal instead of an allocation that aborts the process.
 
+use super::CnnSummary;
+
 /// A network's size, known before any weight exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetworkSize {
@@ -59,6 +61,21 @@ impl NetworkSize {
         self.params
             .saturating_add(activations)
             .saturating_mul(VALUE_BYTES)
+    }
+}
+
+impl CnnSummary {
+    /// Its parameters and the values an image passes through it.
+    pub fn size(&self) -> NetworkSize {
+        let activations = self
+            .shapes()
+            .iter()
+            .map(|shape| as_u64(shape.values()))
+            .fold(0, u64::saturating_add);
+        NetworkSize {
+            params: as_u64(self.params()),
+            activations,
+        }
     }
 }
 

@@ -12,8 +12,7 @@ use burn_store::{
 };
 
 use crate::model::{Sequential, TorchLayer};
-use crate::train::run_dir::EXPORT_DIR;
-use crate::train::{EXPORT_WEIGHTS, TrainError};
+use crate::train::TrainError;
 
 /// Which way [`names`] renames.
 #[derive(Clone, Copy)]
@@ -69,10 +68,11 @@ pub fn read_weights<B: Backend, M: Module<B>>(
         reason,
     };
     if path.is_dir() {
-        return Err(load(format!(
-            "it is a folder; name the weights file: an export's `.safetensors` (`cubenet \
-             export` writes `<run>/{EXPORT_DIR}/{EXPORT_WEIGHTS}`) or a PyTorch `.pt`"
-        )));
+        return Err(load(
+            "it is a folder; name the weights file in it: an export's `.safetensors` (what \
+             `cubenet export` writes) or a PyTorch `.pt`"
+                .into(),
+        ));
     }
     if !path.is_file() {
         return Err(load("no such file".into()));
