@@ -108,7 +108,15 @@ fn read_inputs(
     let mut images = Vec::new();
     for input in inputs {
         for path in image_files(input)? {
-            let name = path.display().to_string();
+            // Each prediction names its file, exactly.
+            let Some(name) = path.to_str().map(str::to_owned) else {
+                return Err(DataError::Image {
+                    path,
+                    what: "its name is not valid UTF-8, and each prediction names its file: \
+                           rename it"
+                        .into(),
+                });
+            };
             if is_image(&path) {
                 images.push((name, read_image_file(&path, decoding, shape)?));
                 continue;

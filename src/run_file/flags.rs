@@ -46,6 +46,21 @@ pub struct RunFlags {
 impl RunFlags {
     /// Writes the given flags into `config`.
     pub fn apply(&self, config: &mut RunConfig) -> Result<(), ConfigError> {
+        let paths = [
+            ("--artifact-dir", &self.artifact_dir),
+            ("--data-dir", &self.data_dir),
+            ("--init-from", &self.init_from),
+        ];
+        for (flag, path) in paths {
+            // The resolved run file holds the path as text.
+            if let Some(path) = path.as_ref().filter(|path| path.to_str().is_none()) {
+                return Err(ConfigError::Invalid(format!(
+                    "{flag} {}: the path is not valid UTF-8, which a run file cannot hold: \
+                     rename it",
+                    path.display()
+                )));
+            }
+        }
         config.backend = self.backend.or(config.backend);
         config.artifact_dir = self
             .artifact_dir

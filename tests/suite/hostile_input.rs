@@ -67,8 +67,8 @@ fn train(run_file: &Path) -> Command {
     command
 }
 
-/// A PNG whose header declares a `side`×`side` gray image, followed by one row of it.
-fn png_declaring(side: u32) -> Vec<u8> {
+/// A PNG whose header declares a `side`×`side` gray image, followed by `rows` rows of it.
+fn png_declaring(side: u32, rows: u32) -> Vec<u8> {
     fn chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
         png.extend((data.len() as u32).to_be_bytes());
         let mut crc = flate2::Crc::new();
@@ -84,7 +84,8 @@ fn png_declaring(side: u32) -> Vec<u8> {
     header.extend([8, 0, 0, 0, 0]); // 8-bit gray, no interlacing
     chunk(&mut png, b"IHDR", &header);
     let mut row = ZlibEncoder::new(Vec::new(), Compression::fast());
-    row.write_all(&vec![0; side as usize + 1]).unwrap();
+    row.write_all(&vec![0; (side as usize + 1) * rows as usize])
+        .unwrap();
     chunk(&mut png, b"IDAT", &row.finish().unwrap());
     chunk(&mut png, b"IEND", &[]);
     png
@@ -132,9 +133,9 @@ fn oversized_networks_and_decompression_bombs_are_refused_within_200_mb() {
     let photos = root.path().join("photos");
     for class in ["a", "b"] {
         fs::create_dir_all(photos.join(class)).unwrap();
-        fs::write(photos.join(class).join("small.png"), png_declaring(4)).unwrap();
+        fs::write(photos.join(class).join("small.png"), png_declaring(4, 4)).unwrap();
     }
-    fs::write(photos.join("b/bomb.png"), png_declaring(20_000)).unwrap();
+    fs::write(photos.join("b/bomb.png"), png_declaring(20_000, 1)).unwrap();
     let folder_run = root.path().join("photos.toml");
     fs::write(
         &folder_run,
@@ -178,6 +179,32 @@ fn a_saved_network_edited_to_an_oversized_one_is_refused_before_it_is_built() {
         &artifacts,
     );
     succeeds(&mut train(&run_file));
+    let predict = |input: &Path| {
+        let mut command = cubenet();
+        command
+            .args(["predict", "--model-dir"])
+            .arg(&artifacts)
+            .arg(input);
+        command
+    };
+    // A text file is neither an image nor IDX images.
+    let notes = root.path().join("notes.txt");
+    fs::write(&notes, "not pixels").unwrap();
+    assert_user_error(
+        &mut predict(&notes),
+        "notes.txt: is neither a .png, .jpg or .jpeg image nor an IDX image file",
+    );
+    // A file whose name is not text cannot be named in the predictions.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let photos = root.path().join("photos");
+        fs::create_dir(&photos).unwrap();
+        let odd = photos.join(std::ffi::OsStr::from_bytes(b"digit-\xff.png"));
+        fs::write(&odd, png_declaring(8, 8)).unwrap();
+        assert_user_error(&mut predict(&photos), "its name is not valid UTF-8");
+    }
+
     let config = artifacts.join("config.json");
     let text = fs::read_to_string(&config).unwrap();
     let edited = regex_lite::Regex::new(r#""conv":\s*2\b"#)
@@ -188,17 +215,16 @@ fn a_saved_network_edited_to_an_oversized_one_is_refused_before_it_is_built() {
     let mut eval = cubenet();
     eval.args(["eval", "--model-dir"]).arg(&artifacts);
     assert_user_error(&mut within_refusal_memory(&eval), "needs about");
+}
 
-    // A text file is neither an image nor IDX images.
-    let notes = root.path().join("notes.txt");
-    fs::write(&notes, "not pixels").unwrap();
-    assert_user_error(
-        cubenet()
-            .args(["predict", "--model-dir"])
-            .arg(&artifacts)
-            .arg(&notes),
-        "notes.txt: is neither a .png, .jpg or .jpeg image nor an IDX image file",
-    );
+#[cfg(unix)]
+#[test]
+fn a_path_that_is_not_text_is_refused_instead_of_written_lossily() {
+    use std::os::unix::ffi::OsStrExt;
+    let root = tempfile::tempdir().unwrap();
+    let odd = root.path().join(std::ffi::OsStr::from_bytes(b"run-\xff"));
+    assert_user_error(&mut xor(&odd, 1, &[]), "the path is not valid UTF-8");
+    assert!(!odd.exists());
 }
 
 #[cfg(unix)]

@@ -18,6 +18,7 @@ use std::collections::hash_map::Entry;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use burn::train::logger::MetricLogger;
 use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
@@ -26,6 +27,10 @@ use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
 use super::RunDir;
 use crate::atomic_file::{WriteError, take_from_simulated_disk};
 use crate::train::TrainingWatch;
+
+/// How often the buffered log lines are written out: a full disk then stops the run within
+/// about this long, not at the end of the epoch, at the cost of one write per log a second.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// The metric log files of a run's artifact directory.
 pub(crate) struct EpochMetricLogger {
@@ -36,6 +41,8 @@ pub(crate) struct EpochMetricLogger {
     /// The files of the epoch being logged, open for appending.
     open: HashMap<PathBuf, BufWriter<File>>,
     open_epoch: Option<usize>,
+    /// When the open logs were last written out.
+    flushed: Instant,
     watch: TrainingWatch,
     /// Set by the first failed write; nothing is written after it.
     failed: bool,
@@ -50,6 +57,7 @@ impl EpochMetricLogger {
             names: HashMap::new(),
             open: HashMap::new(),
             open_epoch: None,
+            flushed: Instant::now(),
             watch,
             failed: false,
         }
@@ -83,6 +91,12 @@ impl EpochMetricLogger {
     /// Writes out and closes the open logs.
     fn close_all(&mut self) {
         let mut open = std::mem::take(&mut self.open);
+        self.flush(&mut open);
+    }
+
+    /// Writes out `open`'s buffered lines, failing the run at the first that cannot be.
+    fn flush(&mut self, open: &mut HashMap<PathBuf, BufWriter<File>>) {
+        self.flushed = Instant::now();
         for (path, file) in open.iter_mut() {
             if let Err(source) = file.flush() {
                 self.fail(path.clone(), source);
@@ -125,6 +139,11 @@ impl MetricLogger for EpochMetricLogger {
                 self.fail(path, source);
                 return;
             }
+        }
+        if self.flushed.elapsed() >= FLUSH_EVERY {
+            let mut open = std::mem::take(&mut self.open);
+            self.flush(&mut open);
+            self.open = open;
         }
     }
 
@@ -236,5 +255,25 @@ mod tests {
             fs::read_to_string(dir.path().join("train")).unwrap(),
             "not a folder"
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_disk_stops_training_within_a_flush_not_at_the_epochs_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let interrupter = Interrupter::new();
+        let watch = TrainingWatch::new(interrupter.clone());
+        let mut logger = EpochMetricLogger::new(&RunDir::open(dir.path()), 1, watch.clone());
+        let loss = definition("Loss");
+        logger.log_metric_definition(loss.clone());
+        logger.log(update(&loss, 1.0), 1, &Split::Train);
+        // The log's file now lies on a full disk: /dev/full takes no byte.
+        let path = logger.path("Loss", 1, &Split::Train);
+        let full = File::options().write(true).open("/dev/full").unwrap();
+        logger.open.insert(path.clone(), BufWriter::new(full));
+        logger.flushed = Instant::now().checked_sub(2 * FLUSH_EVERY).unwrap();
+        logger.log(update(&loss, 2.0), 1, &Split::Train);
+        assert!(interrupter.should_stop(), "stopped in the epoch");
+        assert_eq!(watch.take_write_failure().expect("reported").path, path);
     }
 }
