@@ -15,7 +15,10 @@ pub(crate) fn check_training(
     batch: usize,
     kind: BackendKind,
 ) -> Result<(), TrainError> {
-    check(size, batch, size.training_bytes(batch), kind, "train")
+    check(size.training_bytes(batch), kind, || {
+        format!("train batches of {batch}")
+    })
+    .map_err(|message| too_large(size, message, " or lower the batch size"))
 }
 
 /// Refuses to load a saved network of `size` to classify batches of `batch` on `kind`'s
@@ -25,31 +28,31 @@ pub(crate) fn check_inference(
     batch: usize,
     kind: BackendKind,
 ) -> Result<(), TrainError> {
-    check(size, batch, size.inference_bytes(batch), kind, "classify")
+    check(size.inference_bytes(batch), kind, || {
+        format!("classify batches of {batch}")
+    })
+    .map_err(|message| too_large(size, message, ""))
 }
 
-fn check(
-    size: NetworkSize,
-    batch: usize,
-    needed: u64,
-    kind: BackendKind,
-    purpose: &'static str,
-) -> Result<(), TrainError> {
+/// `needed` bytes against what `kind`'s device has free: the figures, when they do not fit.
+fn check(needed: u64, kind: BackendKind, purpose: impl Fn() -> String) -> Result<(), String> {
     match memory::available_bytes(kind) {
-        Some(available) if needed > available => Err(TrainError::TooLarge {
-            message: format!(
-                "the network ({} parameters) needs about {} of memory to {purpose} batches of \
-                 {batch}, more than the {} this machine has free: make the network smaller{}",
-                size.params,
-                HumanBytes(needed),
-                HumanBytes(available),
-                match purpose {
-                    "train" => " or lower the batch size",
-                    _ => "",
-                }
-            ),
-        }),
+        Some(available) if needed > available => Err(format!(
+            "needs about {} of memory to {}, more than the {} this machine has free",
+            HumanBytes(needed),
+            purpose(),
+            HumanBytes(available)
+        )),
         _ => Ok(()),
+    }
+}
+
+fn too_large(size: NetworkSize, figures: String, advice: &str) -> TrainError {
+    TrainError::TooLarge {
+        message: format!(
+            "the network ({} parameters) {figures}: make the network smaller{advice}",
+            size.params
+        ),
     }
 }
 

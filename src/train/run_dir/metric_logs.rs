@@ -90,17 +90,19 @@ impl EpochMetricLogger {
 
     /// Writes out and closes the open logs.
     fn close_all(&mut self) {
-        let mut open = std::mem::take(&mut self.open);
-        self.flush(&mut open);
+        self.flush();
+        self.open.clear();
     }
 
-    /// Writes out `open`'s buffered lines, failing the run at the first that cannot be.
-    fn flush(&mut self, open: &mut HashMap<PathBuf, BufWriter<File>>) {
+    /// Writes out the open logs' buffered lines, failing the run at the first that cannot be.
+    fn flush(&mut self) {
         self.flushed = Instant::now();
-        for (path, file) in open.iter_mut() {
-            if let Err(source) = file.flush() {
-                self.fail(path.clone(), source);
-            }
+        let failed = self
+            .open
+            .iter_mut()
+            .find_map(|(path, file)| file.flush().err().map(|source| (path.clone(), source)));
+        if let Some((path, source)) = failed {
+            self.fail(path, source);
         }
     }
 
@@ -141,9 +143,7 @@ impl MetricLogger for EpochMetricLogger {
             }
         }
         if self.flushed.elapsed() >= FLUSH_EVERY {
-            let mut open = std::mem::take(&mut self.open);
-            self.flush(&mut open);
-            self.open = open;
+            self.flush();
         }
     }
 
