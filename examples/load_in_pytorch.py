@@ -5,8 +5,9 @@
     python3 examples/load_in_pytorch.py artifacts/mnist_cnn/export/model.json
 
 The sidecar (`model.json`) lists the layers of an `nn.Sequential` by their `torch.nn` class
-and keyword arguments; the weights file names each tensor as that Sequential's
-`state_dict()` does (`0.weight`, `7.running_var`). With `--inputs X --outputs Y` the network
+and keyword arguments (a residual block as a `Residual` with the layers of its `body` and
+`shortcut`); the weights file names each tensor as that Sequential's `state_dict()` does
+(`0.weight`, `7.running_var`, `3.body.1.weight`). With `--inputs X --outputs Y` the network
 runs on preprocessed inputs (raw little-endian float32, the sidecar's `input` shape per
 item) and writes its outputs the same way. With `--fresh SEED --save W` it writes the
 weights of a freshly initialized PyTorch network of that shape instead (safetensors, or a
@@ -42,13 +43,42 @@ class ScaledSigmoid(nn.Module):
         return 2 * torch.sigmoid(x) - 1
 
 
-CUSTOM = {"SigmoidGain": SigmoidGain, "ScaledSigmoid": ScaledSigmoid}
+class Residual(nn.Module):
+    """body(x) + shortcut(x); an empty shortcut is the identity."""
+
+    def __init__(self, body, shortcut):
+        super().__init__()
+        self.body = sequential(body)
+        self.shortcut = sequential(shortcut)
+
+    def forward(self, x):
+        return self.body(x) + self.shortcut(x)
 
 
-def build(sidecar):
-    """The nn.Sequential the sidecar describes."""
+class SubsamplePad(nn.Module):
+    """ResNet's option-A shortcut: every stride-th pixel, zero channels before and after."""
+
+    def __init__(self, stride, before, after):
+        super().__init__()
+        self.stride, self.before, self.after = stride, before, after
+
+    def forward(self, x):
+        x = x[:, :, :: self.stride, :: self.stride]
+        return nn.functional.pad(x, (0, 0, 0, 0, self.before, self.after))
+
+
+CUSTOM = {
+    "SigmoidGain": SigmoidGain,
+    "ScaledSigmoid": ScaledSigmoid,
+    "Residual": Residual,
+    "SubsamplePad": SubsamplePad,
+}
+
+
+def sequential(specs):
+    """The nn.Sequential of a list of layer descriptions."""
     layers = []
-    for spec in sidecar["layers"]:
+    for spec in specs:
         spec = dict(spec)
         kind = spec.pop("layer")
         layer = CUSTOM.get(kind) or getattr(nn, kind, None)
@@ -56,6 +86,11 @@ def build(sidecar):
             raise SystemExit(f"{kind}: not a torch.nn layer this script knows")
         layers.append(layer(**spec))
     return nn.Sequential(*layers)
+
+
+def build(sidecar):
+    """The network the sidecar describes."""
+    return sequential(sidecar["layers"])
 
 
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
@@ -122,12 +157,13 @@ def fresh(sidecar, seed):
     """A PyTorch-initialized network of the sidecar's shape, batch norm statistics included."""
     torch.manual_seed(seed)
     model = build(sidecar)
-    for layer in model:
+    for layer in model.modules():
         if isinstance(layer, (nn.BatchNorm1d, nn.BatchNorm2d)):
             layer.running_mean.uniform_(-0.5, 0.5)
             layer.running_var.uniform_(0.5, 2.0)
-            layer.weight.data.uniform_(0.5, 1.5)
-            layer.bias.data.uniform_(-0.5, 0.5)
+            if layer.affine:
+                layer.weight.data.uniform_(0.5, 1.5)
+                layer.bias.data.uniform_(-0.5, 0.5)
     return model.eval()
 
 

@@ -21,6 +21,12 @@ pub enum Activation {
     Tanh,
     /// max(0, x).
     Relu,
+    /// x·Φ(x), Φ the standard normal CDF: exact, as PyTorch's default `GELU`, and
+    /// differentiated exactly (Burn's own GELU backward on CubeCL is the tanh
+    /// approximation's).
+    Gelu,
+    /// x·σ(x).
+    Silu,
 }
 
 impl Activation {
@@ -32,11 +38,21 @@ impl Activation {
             Activation::ScaledSigmoid => activation::sigmoid(x).mul_scalar(2.0).sub_scalar(1.0),
             Activation::Tanh => activation::tanh(x),
             Activation::Relu => activation::relu(x),
+            Activation::Gelu => {
+                let cdf = x
+                    .clone()
+                    .div_scalar(std::f64::consts::SQRT_2)
+                    .erf()
+                    .add_scalar(1.0);
+                x * cdf.mul_scalar(0.5)
+            }
+            Activation::Silu => x.clone() * activation::sigmoid(x),
         }
     }
 }
 
-/// The command-line spelling: `sigmoid`, `sigmoid-gain:4`, `scaled-sigmoid`, `tanh`, `relu`.
+/// The command-line spelling: `sigmoid`, `sigmoid-gain:4`, `scaled-sigmoid`, `tanh`, `relu`, `gelu`,
+/// `silu`.
 impl fmt::Display for Activation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -45,6 +61,8 @@ impl fmt::Display for Activation {
             Activation::ScaledSigmoid => f.write_str("scaled-sigmoid"),
             Activation::Tanh => f.write_str("tanh"),
             Activation::Relu => f.write_str("relu"),
+            Activation::Gelu => f.write_str("gelu"),
+            Activation::Silu => f.write_str("silu"),
         }
     }
 }
@@ -73,6 +91,8 @@ impl FromStr for Activation {
             "scaled-sigmoid" => Activation::ScaledSigmoid,
             "tanh" => Activation::Tanh,
             "relu" => Activation::Relu,
+            "gelu" => Activation::Gelu,
+            "silu" => Activation::Silu,
             _ => {
                 let gain = s
                     .strip_prefix("sigmoid-gain:")
@@ -81,7 +101,7 @@ impl FromStr for Activation {
                     .ok_or_else(|| {
                         format!(
                             "unknown activation `{s}` (sigmoid, sigmoid-gain:G with G > 0, \
-                             scaled-sigmoid, tanh, relu)"
+                             scaled-sigmoid, tanh, relu, gelu, silu)"
                         )
                     })?;
                 Activation::SigmoidGain { gain }

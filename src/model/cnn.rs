@@ -1,252 +1,65 @@
 //! A CNN defined layer by layer (a run file's `layers` list): every layer's shape is checked
-//! before a weight is made, and conv → ReLU → pool and dense → ReLU run as one layer each,
-//! on cubenet's fused kernels where the kernel path is `custom`.
+//! before a weight is made ([`CnnConfig::summary`]), and conv → ReLU → pool and dense → ReLU
+//! run as one layer each, on cubenet's fused kernels where the kernel path is `custom`.
+//! Residual blocks run as their steps: a fork that keeps the block's input, the block's
+//! layers, and a join that adds the input's shortcut.
 
-use std::fmt;
-
-use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Relu};
+use burn::nn::{Dropout, DropoutConfig, Relu};
 use burn::prelude::*;
-use cubenet_kernels::{ConvOptions2d, KernelBackend, NO_ARGMAX, PoolOptions2d, Precision};
+use cubenet_kernels::{ConvOptions2d, KernelBackend};
 
-use super::geometry::{check_nonzero, conv_output, pool_output};
+use super::cnn_config::{CnnConfig, Step, fused_len, steps};
+use super::pooling::{AvgPool, GlobalPooling, MaxPool, pool_options};
+use super::residual::{Fork, Join};
 use super::{
-    AfterConv, ConvBlock, ConvSpec, Dense, FeatureShape, Kernels, LayerSpec, LayerSpecs,
-    ModelError, Sequential, TorchLayer, Width,
+    Activation, AfterConv, BatchNorm, ConvBlock, Dense, FeatureShape, Kernels, LayerSpec,
+    ModelError,
 };
 
-/// Configuration of [`Cnn`].
-#[derive(Config, Debug)]
-pub struct CnnConfig {
-    /// Input images: `[channels, height, width]`.
-    pub input: [usize; 3],
-    /// Output classes: the width of `dense = "classes"`.
-    pub classes: usize,
-    /// The layers, input side first; the last is `dense = "classes"`.
-    pub layers: LayerSpecs,
-    /// Which implementation runs the convolutions, pools and dense layers.
-    #[config(default = "Kernels::Custom")]
-    pub kernels: Kernels,
-    /// How cubenet's kernels multiply in the convolutions (`tf32`, `bf16`: on the tensor
-    /// cores).
-    #[config(default = "Precision::Fp32")]
-    pub precision: Precision,
-}
-
-/// One layer of a checked [`CnnConfig`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct LayerSummary {
-    pub layer: LayerSpec,
-    /// Its output for one image.
-    pub output: FeatureShape,
-    /// Parameters as Burn's `num_params` counts them: weights and biases, and batch
-    /// norm's scale, shift, running mean and running variance.
-    pub params: usize,
-}
-
-/// The checked network, layer by layer; its `Display` is the table a run prints first.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CnnSummary {
-    pub input: FeatureShape,
-    pub layers: Vec<LayerSummary>,
-}
-
-impl CnnSummary {
-    /// The activations between the layers: the input, then each layer's output.
-    pub fn shapes(&self) -> Vec<FeatureShape> {
-        std::iter::once(self.input)
-            .chain(self.layers.iter().map(|layer| layer.output))
-            .collect()
-    }
-
-    /// Parameters of the whole network.
-    pub fn params(&self) -> usize {
-        self.layers.iter().map(|layer| layer.params).sum()
-    }
-}
-
-/// Columns `layer`, `output`, `params`, the layers numbered as error messages number them.
-impl fmt::Display for CnnSummary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let digits = self.layers.len().to_string().len();
-        let mut rows = vec![
-            ["layer".to_string(), "output".into(), "params".into()],
-            ["input".into(), self.input.to_string(), String::new()],
-        ];
-        rows.extend(self.layers.iter().enumerate().map(|(index, layer)| {
-            [
-                format!("{:>digits$} {}", index + 1, layer.layer),
-                layer.output.to_string(),
-                layer.params.to_string(),
-            ]
-        }));
-        rows.push(["total".into(), String::new(), self.params().to_string()]);
-        let [name, output, params] =
-            [0, 1, 2].map(|column| rows.iter().map(|row| row[column].len()).max().unwrap_or(0));
-        for [layer, shape, count] in &rows {
-            let line = format!("{layer:<name$}  {shape:<output$}  {count:>params$}");
-            writeln!(f, "{}", line.trim_end())?;
-        }
-        Ok(())
-    }
-}
-
 impl CnnConfig {
-    /// Checks every layer's shape in order, naming the first that does not fit; returns
-    /// each layer's output and parameters.
-    pub fn summary(&self) -> Result<CnnSummary, ModelError> {
-        check_nonzero("input", "image size", self.input)?;
-        check_nonzero("output", "classes", [self.classes])?;
-        let input = FeatureShape::Maps(self.input);
-        let mut total = 0usize;
-        let mut shape = input;
-        let mut layers = Vec::with_capacity(self.layers.len());
-        for (index, &layer) in self.layers.iter().enumerate() {
-            let name = layer_name(index, layer);
-            let last = index + 1 == self.layers.len();
-            let output = self.output(&name, layer, shape, last)?;
-            let params = match layer {
-                LayerSpec::Conv(conv) => conv.kernel.checked_mul(conv.kernel).and_then(|area| {
-                    let patch = shape.features().checked_mul(area)?.checked_add(1)?;
-                    conv.filters.checked_mul(patch)
-                }),
-                LayerSpec::Dense(_) => (shape.values() + 1).checked_mul(output.values()),
-                LayerSpec::BatchNorm => shape.features().checked_mul(4),
-                LayerSpec::Pool { .. } | LayerSpec::Relu | LayerSpec::Dropout(_) => Some(0),
-            };
-            let Some(params) = params.filter(|&p| total.checked_add(p).is_some()) else {
-                return Err(ModelError::Layer {
-                    layer: name,
-                    problem: "it has more weights than can be counted",
-                });
-            };
-            total += params;
-            layers.push(LayerSummary {
-                layer,
-                output,
-                params,
-            });
-            shape = output;
-        }
-        match self.layers.last() {
-            None => Err(ModelError::NoLayers),
-            Some(LayerSpec::Dense(_)) if shape == FeatureShape::Flat(self.classes) => {
-                Ok(CnnSummary { input, layers })
-            }
-            Some(&last) => Err(ModelError::NoLogits {
-                layer: layer_name(self.layers.len() - 1, last),
-                output: shape,
-                classes: self.classes,
-            }),
-        }
-    }
-
-    /// Refuses a pool whose windows do not tile its input exactly, where a remainder would
-    /// otherwise be dropped (the presets' `exact_pooling`).
-    pub fn check_exact_pooling(&self) -> Result<(), ModelError> {
-        let summary = self.summary()?;
-        let mut shape = summary.input;
-        for (index, layer) in summary.layers.iter().enumerate() {
-            if let (LayerSpec::Pool { window, stride }, FeatureShape::Maps([_, h, w])) =
-                (layer.layer, shape)
-            {
-                let name = layer_name(index, layer.layer);
-                pool_output(&name, [h, w], [window; 2], [stride; 2], true)?;
-            }
-            shape = layer.output;
-        }
-        Ok(())
-    }
-
-    /// The output of `layer` (named `name`) for an `input`-shaped activation.
-    fn output(
-        &self,
-        name: &str,
-        layer: LayerSpec,
-        input: FeatureShape,
-        last: bool,
-    ) -> Result<FeatureShape, ModelError> {
-        let refuse = |problem| ModelError::Layer {
-            layer: name.into(),
-            problem,
-        };
-        const FLATTENED: &str = "it needs feature maps, and a dense layer before it has \
-                                 flattened them";
-        match layer {
-            LayerSpec::Conv(ConvSpec {
-                filters,
-                kernel,
-                stride,
-                padding,
-            }) => {
-                let FeatureShape::Maps([_, h, w]) = input else {
-                    return Err(refuse(FLATTENED));
-                };
-                check_nonzero(name, "filters", [filters])?;
-                let [h, w] = conv_output(name, [h, w], [kernel; 2], [stride; 2], [padding; 2])?;
-                if filters
-                    .checked_mul(h)
-                    .and_then(|v| v.checked_mul(w))
-                    .is_none()
-                {
-                    return Err(refuse("its output has more values than can be counted"));
-                }
-                Ok(FeatureShape::Maps([filters, h, w]))
-            }
-            LayerSpec::Pool { window, stride } => {
-                let FeatureShape::Maps([c, h, w]) = input else {
-                    return Err(refuse(FLATTENED));
-                };
-                check_nonzero(name, "pool window", [window])?;
-                if window * window >= NO_ARGMAX as usize {
-                    return Err(refuse(
-                        "pool windows are at most 15x15: the pool stores each output's argmax \
-                         in a byte",
-                    ));
-                }
-                let [h, w] = pool_output(name, [h, w], [window; 2], [stride; 2], false)?;
-                Ok(FeatureShape::Maps([c, h, w]))
-            }
-            LayerSpec::Dense(width) => {
-                let outputs = match width {
-                    Width::Units(units) => units,
-                    Width::Classes if last => self.classes,
-                    Width::Classes => {
-                        return Err(refuse(
-                            "`dense = \"classes\"` gives the logits, so it must be the last layer",
-                        ));
-                    }
-                };
-                check_nonzero(name, "width", [outputs])?;
-                Ok(FeatureShape::Flat(outputs))
-            }
-            LayerSpec::Dropout(probability) if !(0.0..1.0).contains(&probability) => Err(refuse(
-                "the dropout probability must be at least 0 and less than 1",
-            )),
-            LayerSpec::Dropout(_) | LayerSpec::Relu | LayerSpec::BatchNorm => Ok(input),
-        }
-    }
-
     /// Checks every layer's shape, then initializes the weights on `device`.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Cnn<B>, ModelError> {
         let inputs = self.summary()?.shapes();
+        let steps = steps(&self.layers);
         let mut cnn = Cnn {
             features: Vec::new(),
             head: Vec::new(),
             kernels: self.kernels,
         };
+        // The inputs of the residual blocks entered and not yet joined.
+        let mut kept = Vec::new();
         let mut index = 0;
-        while index < self.layers.len() {
+        while index < steps.len() {
             let (input, output) = (inputs[index], inputs[index + 1]);
-            let next = &self.layers[index + 1..];
             let any_shape = |layer| match input {
                 FeatureShape::Maps(_) => Built::Maps(MapLayer::AnyShape(layer)),
                 FeatureShape::Flat(_) => Built::Flat(FlatLayer::AnyShape(layer)),
             };
-            let used = fused_len(&self.layers, index);
-            let built = match self.layers[index] {
+            let used = fused_len(&steps, index);
+            let layer = match &steps[index].1 {
+                Step::Layer(layer) => layer,
+                &Step::Fork(shortcut) => {
+                    kept.push(input);
+                    cnn.features.push(MapLayer::Fork(Fork::new(shortcut)));
+                    index += 1;
+                    continue;
+                }
+                &Step::Join(shortcut) => {
+                    let from = kept.pop().expect("every join follows its fork");
+                    let (FeatureShape::Maps(from), FeatureShape::Maps(to)) = (from, output) else {
+                        unreachable!("the summary refuses a flat residual block")
+                    };
+                    let join =
+                        Join::new(shortcut, [from, to], self.kernels, self.precision, device);
+                    cnn.features.push(MapLayer::Join(join));
+                    index += 1;
+                    continue;
+                }
+            };
+            let built = match *layer {
                 LayerSpec::Conv(conv) => {
-                    let after = match (used, next) {
-                        (3, [_, LayerSpec::Pool { window, stride }, ..]) => {
+                    let after = match (used, steps.get(index + 2)) {
+                        (3, Some((_, Step::Layer(LayerSpec::Pool { window, stride })))) => {
                             AfterConv::ReluPool(pool_options(*window, *stride))
                         }
                         (2, _) => AfterConv::Relu,
@@ -257,6 +70,7 @@ impl CnnConfig {
                         [conv.kernel; 2],
                         ConvOptions2d::new([conv.stride; 2], [conv.padding; 2])
                             .with_precision(self.precision),
+                        conv.bias,
                         after,
                         self.kernels,
                         device,
@@ -264,11 +78,13 @@ impl CnnConfig {
                     Built::Maps(MapLayer::Conv(block))
                 }
                 LayerSpec::Pool { window, stride } => {
-                    let pool = MaxPool {
-                        pool: pool_options(window, stride),
-                        kernels: self.kernels,
-                    };
-                    Built::Maps(MapLayer::Pool(pool))
+                    Built::Maps(MapLayer::Pool(MaxPool::new(window, stride, self.kernels)))
+                }
+                LayerSpec::AvgPool { window, stride } => {
+                    Built::Maps(MapLayer::AvgPool(AvgPool::new(window, stride)))
+                }
+                LayerSpec::GlobalPool(pool) => {
+                    Built::Maps(MapLayer::GlobalPool(GlobalPooling::new(pool)))
                 }
                 LayerSpec::Dense(_) => {
                     let dense = Dense::new([input.values(), output.values()], self.kernels, device);
@@ -278,14 +94,21 @@ impl CnnConfig {
                     }
                 }
                 LayerSpec::Relu => any_shape(AnyShapeLayer::Relu(Relu)),
+                LayerSpec::Gelu => {
+                    any_shape(AnyShapeLayer::Pointwise(Pointwise::new(Activation::Gelu)))
+                }
+                LayerSpec::Silu => {
+                    any_shape(AnyShapeLayer::Pointwise(Pointwise::new(Activation::Silu)))
+                }
                 LayerSpec::Dropout(probability) => {
                     let dropout = DropoutConfig::new(probability).init();
                     any_shape(AnyShapeLayer::Dropout(dropout))
                 }
-                LayerSpec::BatchNorm => {
-                    let norm = BatchNormConfig::new(input.features()).init(device);
+                LayerSpec::BatchNorm(norm) => {
+                    let norm = BatchNorm::new(input.features(), norm, device);
                     any_shape(AnyShapeLayer::BatchNorm(norm))
                 }
+                LayerSpec::Residual(_) => unreachable!("residual blocks are opened into steps"),
             };
             match built {
                 Built::Maps(layer) => cnn.features.push(layer),
@@ -295,89 +118,6 @@ impl CnnConfig {
         }
         Ok(cnn)
     }
-}
-
-impl CnnConfig {
-    /// The network as a PyTorch `nn.Sequential` (a `Flatten` before the first dense layer),
-    /// with the cubenet module of each layer that has weights, grouped as
-    /// [`init`](Self::init) groups them.
-    pub fn sequential(&self) -> Result<Sequential, ModelError> {
-        let shapes = self.summary()?.shapes();
-        let first_dense = self
-            .layers
-            .iter()
-            .position(|layer| matches!(layer, LayerSpec::Dense(_)));
-        let mut sequential = Sequential::default();
-        let (mut maps, mut flat) = (0, 0);
-        let mut index = 0;
-        while index < self.layers.len() {
-            let on_maps = !matches!(self.layers[index], LayerSpec::Dense(_))
-                && matches!(shapes[index], FeatureShape::Maps(_));
-            let module = match on_maps {
-                true => format!("features.{maps}"),
-                false => format!("head.{flat}"),
-            };
-            *(if on_maps { &mut maps } else { &mut flat }) += 1;
-            let used = fused_len(&self.layers, index);
-            for (j, &layer) in self.layers.iter().enumerate().skip(index).take(used) {
-                if Some(j) == first_dense {
-                    sequential.push(TorchLayer::Flatten, None);
-                }
-                let (input, output) = (shapes[j], shapes[j + 1]);
-                let (torch, weights) = match layer {
-                    LayerSpec::Conv(conv) => (
-                        TorchLayer::Conv2d {
-                            in_channels: input.features(),
-                            out_channels: conv.filters,
-                            kernel_size: conv.kernel,
-                            stride: conv.stride,
-                            padding: conv.padding,
-                        },
-                        Some(format!("{module}.conv")),
-                    ),
-                    LayerSpec::Pool { window, stride } => (
-                        TorchLayer::MaxPool2d {
-                            kernel_size: window,
-                            stride,
-                        },
-                        None,
-                    ),
-                    LayerSpec::Dense(_) => (
-                        TorchLayer::Linear {
-                            in_features: input.values(),
-                            out_features: output.values(),
-                        },
-                        Some(module.clone()),
-                    ),
-                    LayerSpec::Relu => (TorchLayer::ReLU, None),
-                    LayerSpec::Dropout(p) => (TorchLayer::Dropout { p }, None),
-                    LayerSpec::BatchNorm => (TorchLayer::batch_norm(input), Some(module.clone())),
-                };
-                sequential.push(torch, weights);
-            }
-            index += used;
-        }
-        Ok(sequential)
-    }
-}
-
-/// How many layers from `index` on run as one module: conv → ReLU (→ pool) and
-/// dense → ReLU are fused, every other layer is a module of its own.
-fn fused_len(layers: &[LayerSpec], index: usize) -> usize {
-    match (layers[index], &layers[index + 1..]) {
-        (LayerSpec::Conv(_), [LayerSpec::Relu, LayerSpec::Pool { .. }, ..]) => 3,
-        (LayerSpec::Conv(_) | LayerSpec::Dense(_), [LayerSpec::Relu, ..]) => 2,
-        _ => 1,
-    }
-}
-
-/// How errors and summaries name a layer: its position from 1, as a run file lists it.
-fn layer_name(index: usize, layer: LayerSpec) -> String {
-    format!("{} ({layer})", index + 1)
-}
-
-fn pool_options(window: usize, stride: usize) -> PoolOptions2d {
-    PoolOptions2d::new([window; 2], [stride; 2], [0, 0])
 }
 
 /// A CNN built from a [`CnnConfig`]: layers on feature maps, then, flattened, the dense
@@ -408,10 +148,21 @@ impl<B: KernelBackend> Cnn<B> {
     /// The layers on feature maps, their output flattened to `[n, c·h·w]`. Split from
     /// [`classify`](Self::classify) so that benchmarks can time each side.
     pub fn features(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        self.features
-            .iter()
-            .fold(images, |x, layer| layer.forward(x))
-            .flatten(1, 3)
+        let mut kept = Vec::new();
+        let mut x = images;
+        for layer in &self.features {
+            x = match layer {
+                MapLayer::Fork(_) => {
+                    kept.push(x.clone());
+                    x
+                }
+                MapLayer::Join(join) => {
+                    join.forward(kept.pop().expect("every join follows its fork"), x)
+                }
+                layer => layer.forward(x),
+            };
+        }
+        x.flatten(1, 3)
     }
 
     /// Class logits from the flattened features: the dense layers and what follows them.
@@ -433,15 +184,25 @@ pub enum MapLayer<B: Backend> {
     Conv(ConvBlock<B>),
     /// A max-pool that does not follow conv → ReLU.
     Pool(MaxPool),
+    AvgPool(AvgPool),
+    GlobalPool(GlobalPooling),
+    /// A residual block's start: [`Cnn::features`] keeps its input.
+    Fork(Fork),
+    /// A residual block's end: its shortcut added.
+    Join(Join<B>),
     AnyShape(AnyShapeLayer<B>),
 }
 
 impl<B: KernelBackend> MapLayer<B> {
+    /// The layer on `x`; forks and joins are [`Cnn::features`]' to run, with the kept input.
     fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
         match self {
             MapLayer::Conv(block) => block.forward(x),
-            MapLayer::Pool(pool) => pool.kernels.max_pool(x, pool.pool),
+            MapLayer::Pool(pool) => pool.forward(x),
+            MapLayer::AvgPool(pool) => pool.forward(x),
+            MapLayer::GlobalPool(pool) => pool.forward(x),
             MapLayer::AnyShape(layer) => layer.forward(x),
+            MapLayer::Fork(_) | MapLayer::Join(_) => unreachable!("run by Cnn::features"),
         }
     }
 }
@@ -471,6 +232,8 @@ impl<B: KernelBackend> FlatLayer<B> {
 pub enum AnyShapeLayer<B: Backend> {
     /// A ReLU that follows no convolution or dense layer.
     Relu(Relu),
+    /// GELU or SiLU.
+    Pointwise(Pointwise),
     /// Inactive outside training (on a backend without autodiff).
     Dropout(Dropout),
     /// Over axis 1: the channels of maps, the features of flat activations.
@@ -481,17 +244,23 @@ impl<B: Backend> AnyShapeLayer<B> {
     fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
         match self {
             AnyShapeLayer::Relu(relu) => relu.forward(x),
+            AnyShapeLayer::Pointwise(pointwise) => pointwise.activation.forward(x),
             AnyShapeLayer::Dropout(dropout) => dropout.forward(x),
             AnyShapeLayer::BatchNorm(norm) => norm.forward(x),
         }
     }
 }
 
-/// A max-pool on its own: no parameters, only its windows.
+/// An element-wise activation as a layer of its own.
 #[derive(Module, Clone, Debug)]
-pub struct MaxPool {
-    pool: PoolOptions2d,
-    kernels: Kernels,
+pub struct Pointwise {
+    activation: Activation,
+}
+
+impl Pointwise {
+    fn new(activation: Activation) -> Self {
+        Self { activation }
+    }
 }
 
 #[cfg(test)]
@@ -504,7 +273,7 @@ mod tests {
     use rand::{RngExt, SeedableRng};
 
     use super::*;
-    use crate::model::{LeNetConfig, SimpleCnnConfig};
+    use crate::model::{LayerSpecs, LeNetConfig, Precision, SimpleCnnConfig};
 
     type B = NdArray;
 
@@ -918,5 +687,200 @@ total                      13610
                 custom.assert_approx_eq::<f32>(burn, Tolerance::rel_abs(1e-3, 1e-4));
             }
         }
+    }
+
+    /// Residual blocks of every shortcut, one nested, GELU, SiLU, average and global pools,
+    /// batch norm without scale and shift, convolutions without bias.
+    const RESIDUAL: &str = r#"{ conv = 5, padding = 1, bias = false }, { batch_norm = true },
+        { gelu = true },
+        { residual = [{ conv = 5, padding = 1 }, { relu = true }, { pool = 3, stride = 1 },
+                      { conv = 5, padding = 2 }, { batch_norm = true, affine = false, momentum = 0.3 }] },
+        { silu = true }, { avg_pool = 2, stride = 1 },
+        { residual = [{ conv = 7, padding = 1, stride = 2 }, { relu = true },
+                      { residual = [{ conv = 7, padding = 1 }, { silu = true }] }],
+          shortcut = "conv" },
+        { residual = [{ conv = 10, kernel = 1, stride = 2 }], shortcut = "option_a" },
+        { global_pool = "max" }, { dense = 6 }, { gelu = true }, { dense = "classes" }"#;
+
+    #[test]
+    fn residual_blocks_open_into_steps_and_their_shapes_are_checked() {
+        let summary = config([2, 13, 12], RESIDUAL).summary().unwrap();
+        let rows: Vec<String> = summary
+            .layers
+            .iter()
+            .map(|layer| format!("{} {} {}", layer.position, layer.step, layer.output))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "1 conv 5 3x3, padding 1, no bias 5x13x12",
+                "2 batch_norm 5x13x12",
+                "3 gelu 5x13x12",
+                "4 residual, shortcut identity 5x13x12",
+                "4.1 conv 5 3x3, padding 1 5x13x12",
+                "4.2 relu 5x13x12",
+                "4.3 pool 3, stride 1 5x11x10",
+                "4.4 conv 5 3x3, padding 2 5x13x12",
+                "4.5 batch_norm, momentum 0.3, not affine 5x13x12",
+                "4 add the identity shortcut 5x13x12",
+                "5 silu 5x13x12",
+                "6 avg_pool 2, stride 1 5x12x11",
+                "7 residual, shortcut conv 5x12x11",
+                "7.1 conv 7 3x3, stride 2, padding 1 7x6x6",
+                "7.2 relu 7x6x6",
+                "7.3 residual, shortcut identity 7x6x6",
+                "7.3.1 conv 7 3x3, padding 1 7x6x6",
+                "7.3.2 silu 7x6x6",
+                "7.3 add the identity shortcut 7x6x6",
+                "7 add the conv shortcut 7x6x6",
+                "8 residual, shortcut option_a 7x6x6",
+                "8.1 conv 10 1x1, stride 2 10x3x3",
+                "8 add the option_a shortcut 10x3x3",
+                "9 global_pool max 10x1x1",
+                "10 dense 6 6",
+                "11 gelu 6",
+                "12 dense classes 10",
+            ]
+        );
+        let cnn = config([2, 13, 12], RESIDUAL)
+            .init::<B>(&Default::default())
+            .unwrap();
+        assert_eq!(summary.params(), cnn.num_params());
+        assert_eq!(cnn.forward(images(6, [1, 2, 13, 12])).dims(), [1, 10]);
+    }
+
+    #[test]
+    fn residual_blocks_that_cannot_add_their_shortcut_are_refused() {
+        let cases = [
+            (
+                r#"{ residual = [{ conv = 4, padding = 1 }] }, { dense = "classes" }"#,
+                "layer `1 (add the identity shortcut)`: its layers turn 1x8x8 into 4x8x8, and an \
+                 identity shortcut keeps the shape: use shortcut = \"conv\" or \"option_a\"",
+            ),
+            (
+                r#"{ residual = [{ conv = 4 }], shortcut = "conv" }, { dense = "classes" }"#,
+                "layer `1 (add the conv shortcut)`: its layers turn 1x8x8 into 4x6x6, which no \
+                 stride of a shortcut gives: a block may only shrink its maps by a whole stride",
+            ),
+            (
+                r#"{ conv = 4 }, { residual = [{ conv = 2, padding = 1, stride = 2 }], shortcut = "option_a" },
+                   { dense = "classes" }"#,
+                "layer `2 (add the option_a shortcut)`: its layers turn 4x6x6 into 2x3x3: option_a \
+                 adds zero channels and cannot remove any; use shortcut = \"conv\"",
+            ),
+            (
+                r#"{ residual = [] }, { dense = "classes" }"#,
+                "layer `1 (residual, shortcut identity)`: a residual block needs layers",
+            ),
+            (
+                r#"{ residual = [{ dense = 4 }] }, { dense = "classes" }"#,
+                "layer `1 (add the identity shortcut)`: a residual block works on feature maps: a \
+                 dense layer cannot be in one",
+            ),
+            (
+                r#"{ residual = [{ relu = true }, { conv = 0 }] }, { dense = "classes" }"#,
+                "layer `1.2 (conv 0 3x3)`: filters must be positive, got a zero",
+            ),
+            (
+                r#"{ batch_norm = true, momentum = 1.5 }, { dense = "classes" }"#,
+                "layer `1 (batch_norm, momentum 1.5)`: batch norm's momentum is the weight of \
+                 each batch: from 0 to 1",
+            ),
+            (
+                r#"{ global_pool = "avg" }, { dense = 3 }, { global_pool = "max" }, { dense = "classes" }"#,
+                "layer `3 (global_pool max)`: it needs feature maps, and a dense layer before it \
+                 has flattened them",
+            ),
+        ];
+        for (layers, expected) in cases {
+            assert_eq!(error([1, 8, 8], layers), expected, "{layers}");
+        }
+    }
+
+    /// ResNet-20 as `configs/resnet20.toml` writes it has the paper's 0.27 M parameters:
+    /// 269,722 trained ones (as the reference CIFAR implementations count them) and the
+    /// 1,376 running statistics of its 688 normalized channels.
+    #[test]
+    fn resnet20_has_the_papers_parameters() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/resnet20.toml");
+        let table: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let layers: LayerSpecs = table["model"]["layers"].clone().try_into().unwrap();
+        let config = CnnConfig::new([3, 32, 32], 10, layers);
+        let summary = config.summary().unwrap();
+        assert_eq!(summary.params(), 269_722 + 1_376);
+        assert_eq!(
+            summary.layers.last().unwrap().output,
+            FeatureShape::Flat(10)
+        );
+        let cnn = config.init::<B>(&Default::default()).unwrap();
+        assert_eq!(cnn.forward(images(7, [2, 3, 32, 32])).dims(), [2, 10]);
+    }
+
+    #[test]
+    fn custom_and_burn_kernel_paths_agree_on_residual_networks() {
+        let device = Default::default();
+        let init = |kernels| {
+            config([2, 13, 12], RESIDUAL)
+                .with_kernels(kernels)
+                .init::<Autodiff<B>>(&device)
+                .unwrap()
+        };
+        for seed in 0..3 {
+            let custom = redrawn(init(Kernels::Custom), seed);
+            let burn = init(Kernels::Burn).load_record(custom.clone().into_record());
+            let x = images::<Autodiff<B>>(seed, [5, 2, 13, 12]);
+            let mut all = Vec::new();
+            for cnn in [custom, burn] {
+                let logits = cnn.forward(x.clone());
+                let gradients = logits.clone().powi_scalar(2).sum().backward();
+                let mut visitor = Gradients(&gradients, Vec::new());
+                cnn.visit(&mut visitor);
+                all.push((logits.into_data(), visitor.1));
+            }
+            let [(custom_logits, custom), (burn_logits, burn)] = &all[..] else {
+                unreachable!()
+            };
+            custom_logits.assert_approx_eq::<f32>(burn_logits, Tolerance::rel_abs(1e-4, 1e-5));
+            // 8 convolutions (2 without bias), 2 dense layers, 2 scaled norms.
+            assert_eq!((custom.len(), burn.len()), (20, 20));
+            for (custom, burn) in custom.iter().zip(burn) {
+                custom.assert_approx_eq::<f32>(burn, Tolerance::rel_abs(1e-3, 1e-4));
+            }
+        }
+    }
+
+    /// GELU's gradient is the exact one, Φ(x) + x·φ(x), not the tanh approximation's.
+    #[test]
+    fn gelu_is_exact_and_so_is_its_gradient() {
+        let device = Default::default();
+        let values = [-3.0f32, -1.0, -0.25, 0.0, 0.5, 2.0];
+        let x = Tensor::<Autodiff<B>, 1>::from_floats(values, &device).require_grad();
+        let y = Activation::Gelu.forward(x.clone());
+        let grad = x.grad(&y.clone().sum().backward()).unwrap().into_data();
+        let normal = |x: f64| (-x * x / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        // Φ by a fine midpoint sum of φ from −10, which no approximation of erf shares.
+        let cdf = |x: f64| {
+            let steps = 200_000;
+            let h = (x + 10.0) / steps as f64;
+            (0..steps)
+                .map(|i| normal(-10.0 + (i as f64 + 0.5) * h) * h)
+                .sum::<f64>()
+        };
+        let expected_y: Vec<f32> = values
+            .iter()
+            .map(|&v| (v as f64 * cdf(v as f64)) as f32)
+            .collect();
+        let expected_grad: Vec<f32> = values
+            .iter()
+            .map(|&v| (cdf(v as f64) + v as f64 * normal(v as f64)) as f32)
+            .collect();
+        y.into_data().assert_approx_eq::<f32>(
+            &TensorData::from(expected_y.as_slice()),
+            Tolerance::absolute(1e-5),
+        );
+        grad.assert_approx_eq::<f32>(
+            &TensorData::from(expected_grad.as_slice()),
+            Tolerance::absolute(1e-5),
+        );
     }
 }

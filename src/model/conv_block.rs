@@ -21,7 +21,7 @@ pub enum AfterConv {
     ReluPool(PoolOptions2d),
 }
 
-/// A convolution (with bias) followed by [`AfterConv`].
+/// A convolution (with a bias or without) followed by [`AfterConv`].
 #[derive(Module, Debug)]
 pub struct ConvBlock<B: Backend> {
     conv: Conv2d<B>,
@@ -35,11 +35,13 @@ pub struct ConvBlock<B: Backend> {
 
 impl<B: Backend> ConvBlock<B> {
     /// `channels` = [in, out], `kernel`-sized filters with the stride and zero padding of
-    /// `conv`, then `after`. Callers check the geometry first.
+    /// `conv` (and a bias if `bias`), then `after`. Callers check the geometry first.
+    #[allow(clippy::too_many_arguments)] // each is one setting of the convolution
     pub fn new(
         channels: [usize; 2],
         kernel: Size2,
         conv: ConvOptions2d,
+        bias: bool,
         after: AfterConv,
         kernels: Kernels,
         device: &B::Device,
@@ -48,6 +50,7 @@ impl<B: Backend> ConvBlock<B> {
         let layer = Conv2dConfig::new(channels, kernel)
             .with_stride(conv.stride)
             .with_padding(PaddingConfig2d::Explicit(ph, pw, ph, pw))
+            .with_bias(bias)
             .init(device);
         Self {
             conv: layer,

@@ -15,46 +15,51 @@
 use std::fmt;
 use std::ops::Deref;
 
-use burn::prelude::*;
 use serde::de::{self, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
-/// A convolution: `filters` square `kernel`×`kernel` filters (with a bias), sliding by
-/// `stride`, over the input zero-padded by `padding` on each side.
-#[derive(Config, Debug, Copy, PartialEq, Eq)]
-pub struct ConvSpec {
-    /// Output channels.
-    pub filters: usize,
-    /// Side of the square filters.
-    #[config(default = 3)]
-    pub kernel: usize,
-    #[config(default = 1)]
-    pub stride: usize,
-    /// Zeros added on each side of both axes.
-    #[config(default = 0)]
-    pub padding: usize,
+use super::layer_options::{ConvSpec, GlobalPool, NormSpec, Shortcut, Width};
+
+/// A residual block: its `layers` run on the input, and the `shortcut` of the input is
+/// added to their output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResidualSpec {
+    pub layers: LayerSpecs,
+    pub shortcut: Shortcut,
 }
 
 /// One layer of a CNN, input side first.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(into = "LayerTable", try_from = "LayerTable")]
 pub enum LayerSpec {
-    /// `{ conv = 32, kernel = 3, stride = 1, padding = 1 }`; `kernel`, `stride` and
-    /// `padding` are optional ([`ConvSpec`]'s defaults).
+    /// `{ conv = 32, kernel = 3, stride = 1, padding = 1, bias = true }`; all but `conv`
+    /// optional ([`ConvSpec`]'s defaults).
     Conv(ConvSpec),
     /// `{ pool = 2 }`: max-pool over `window`×`window` windows, moved by `stride` (default:
     /// the window, so that windows tile); a remainder too small for a window is dropped.
     Pool { window: usize, stride: usize },
+    /// `{ avg_pool = 2 }`: the mean of each window, windows as `pool` places them.
+    AvgPool { window: usize, stride: usize },
+    /// `{ global_pool = "avg" }` or `"max"`: each channel's map to one value (`c×1×1`).
+    GlobalPool(GlobalPool),
     /// `{ relu = true }`.
     Relu,
+    /// `{ gelu = true }`: x·Φ(x) with the exact normal CDF (not the tanh approximation).
+    Gelu,
+    /// `{ silu = true }`: x·σ(x).
+    Silu,
     /// `{ dense = 128 }` or `{ dense = "classes" }`; the feature maps are flattened before
     /// the first dense layer.
     Dense(Width),
     /// `{ dropout = 0.25 }`: zeroes each value with this probability in training.
     Dropout(f64),
-    /// `{ batch_norm = true }`: batch normalization over the channels of feature maps, or
-    /// over the features after a dense layer.
-    BatchNorm,
+    /// `{ batch_norm = true, momentum = 0.1, eps = 1e-5, affine = true }`: batch
+    /// normalization over the channels of feature maps, or over the features after a dense
+    /// layer; the options are optional ([`NormSpec`]'s defaults).
+    BatchNorm(NormSpec),
+    /// `{ residual = [ ...layers... ], shortcut = "identity" }` (or `"conv"`,
+    /// `"option_a"`): see [`Shortcut`].
+    Residual(ResidualSpec),
 }
 
 impl LayerSpec {
@@ -71,99 +76,55 @@ impl LayerSpec {
 /// padding 1`, `pool 2`, `dense classes`.
 impl fmt::Display for LayerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            LayerSpec::Conv(ConvSpec {
-                filters,
-                kernel,
-                stride,
-                padding,
-            }) => {
+        let pool = |f: &mut fmt::Formatter<'_>, kind, window, stride| {
+            write!(f, "{kind} {window}")?;
+            if stride != window {
+                write!(f, ", stride {stride}")?;
+            }
+            Ok(())
+        };
+        match self {
+            LayerSpec::Conv(conv) => {
+                let ConvSpec {
+                    filters, kernel, ..
+                } = conv;
                 write!(f, "conv {filters} {kernel}x{kernel}")?;
-                if stride != 1 {
-                    write!(f, ", stride {stride}")?;
+                if conv.stride != 1 {
+                    write!(f, ", stride {}", conv.stride)?;
                 }
-                if padding != 0 {
-                    write!(f, ", padding {padding}")?;
+                if conv.padding != 0 {
+                    write!(f, ", padding {}", conv.padding)?;
                 }
-                Ok(())
-            }
-            LayerSpec::Pool { window, stride } => {
-                write!(f, "pool {window}")?;
-                if stride != window {
-                    write!(f, ", stride {stride}")?;
+                if !conv.bias {
+                    f.write_str(", no bias")?;
                 }
                 Ok(())
             }
+            &LayerSpec::Pool { window, stride } => pool(f, "pool", window, stride),
+            &LayerSpec::AvgPool { window, stride } => pool(f, "avg_pool", window, stride),
+            LayerSpec::GlobalPool(GlobalPool::Avg) => f.write_str("global_pool avg"),
+            LayerSpec::GlobalPool(GlobalPool::Max) => f.write_str("global_pool max"),
             LayerSpec::Relu => f.write_str("relu"),
+            LayerSpec::Gelu => f.write_str("gelu"),
+            LayerSpec::Silu => f.write_str("silu"),
             LayerSpec::Dense(width) => write!(f, "dense {width}"),
             LayerSpec::Dropout(probability) => write!(f, "dropout {probability}"),
-            LayerSpec::BatchNorm => f.write_str("batch_norm"),
-        }
-    }
-}
-
-/// A dense layer's outputs: a number, or as many as the network has classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Width {
-    Units(usize),
-    /// The class count: the logits layer, which must come last.
-    Classes,
-}
-
-impl fmt::Display for Width {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Width::Units(units) => write!(f, "{units}"),
-            Width::Classes => f.write_str("classes"),
-        }
-    }
-}
-
-const CLASSES: &str = "classes";
-
-impl Serialize for Width {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match *self {
-            Width::Units(units) => serializer.serialize_u64(units as u64),
-            Width::Classes => serializer.serialize_str(CLASSES),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Width {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct WidthVisitor;
-
-        impl Visitor<'_> for WidthVisitor {
-            type Value = Width;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "a number of outputs or \"{CLASSES}\"")
-            }
-
-            fn visit_u64<E: de::Error>(self, units: u64) -> Result<Width, E> {
-                usize::try_from(units)
-                    .map(Width::Units)
-                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(units), &self))
-            }
-
-            // TOML integers arrive signed.
-            fn visit_i64<E: de::Error>(self, units: i64) -> Result<Width, E> {
-                u64::try_from(units)
-                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(units), &self))
-                    .and_then(|units| self.visit_u64(units))
-            }
-
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Width, E> {
-                if text == CLASSES {
-                    Ok(Width::Classes)
-                } else {
-                    Err(E::invalid_value(de::Unexpected::Str(text), &self))
+            LayerSpec::BatchNorm(norm) => {
+                f.write_str("batch_norm")?;
+                let defaults = NormSpec::new();
+                if norm.momentum != defaults.momentum {
+                    write!(f, ", momentum {}", norm.momentum)?;
                 }
+                if norm.eps != defaults.eps {
+                    write!(f, ", eps {}", norm.eps)?;
+                }
+                if !norm.affine {
+                    f.write_str(", not affine")?;
+                }
+                Ok(())
             }
+            LayerSpec::Residual(block) => write!(f, "residual, shortcut {}", block.shortcut),
         }
-
-        deserializer.deserialize_any(WidthVisitor)
     }
 }
 
@@ -182,20 +143,41 @@ struct LayerTable {
     #[serde(skip_serializing_if = "Option::is_none")]
     pool: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    avg_pool: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    global_pool: Option<GlobalPool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     stride: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     padding: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    bias: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     relu: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gelu: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    silu: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dense: Option<Width>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dropout: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     batch_norm: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    momentum: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    affine: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    residual: Option<LayerSpecs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shortcut: Option<Shortcut>,
 }
 
-const KINDS: &str = "conv, pool, relu, dense, dropout or batch_norm";
+const KINDS: &str = "conv, pool, avg_pool, global_pool, relu, gelu, silu, dense, dropout, \
+                     batch_norm or residual";
 
 impl TryFrom<LayerTable> for LayerSpec {
     type Error = String;
@@ -204,10 +186,15 @@ impl TryFrom<LayerTable> for LayerSpec {
         let kinds = [
             ("conv", table.conv.is_some()),
             ("pool", table.pool.is_some()),
+            ("avg_pool", table.avg_pool.is_some()),
+            ("global_pool", table.global_pool.is_some()),
             ("relu", table.relu.is_some()),
+            ("gelu", table.gelu.is_some()),
+            ("silu", table.silu.is_some()),
             ("dense", table.dense.is_some()),
             ("dropout", table.dropout.is_some()),
             ("batch_norm", table.batch_norm.is_some()),
+            ("residual", table.residual.is_some()),
         ];
         let named: Vec<&str> = kinds
             .iter()
@@ -224,14 +211,16 @@ impl TryFrom<LayerTable> for LayerSpec {
                 ));
             }
         };
+        let windows = ["conv", "pool", "avg_pool"].contains(&kind);
         let options = [
             ("kernel", table.kernel.is_some(), kind == "conv"),
-            (
-                "stride",
-                table.stride.is_some(),
-                kind == "conv" || kind == "pool",
-            ),
+            ("stride", table.stride.is_some(), windows),
             ("padding", table.padding.is_some(), kind == "conv"),
+            ("bias", table.bias.is_some(), kind == "conv"),
+            ("momentum", table.momentum.is_some(), kind == "batch_norm"),
+            ("eps", table.eps.is_some(), kind == "batch_norm"),
+            ("affine", table.affine.is_some(), kind == "batch_norm"),
+            ("shortcut", table.shortcut.is_some(), kind == "residual"),
         ];
         if let Some((option, ..)) = options.iter().find(|(_, given, fits)| *given && !fits) {
             return Err(format!("`{option}` is not an option of a {kind} layer"));
@@ -246,6 +235,7 @@ impl TryFrom<LayerTable> for LayerSpec {
                 kernel,
                 stride,
                 padding,
+                bias,
                 ..
             } => {
                 let defaults = ConvSpec::new(filters);
@@ -254,6 +244,7 @@ impl TryFrom<LayerTable> for LayerSpec {
                     kernel: kernel.unwrap_or(defaults.kernel),
                     stride: stride.unwrap_or(defaults.stride),
                     padding: padding.unwrap_or(defaults.padding),
+                    bias: bias.unwrap_or(defaults.bias),
                 }))
             }
             LayerTable {
@@ -265,15 +256,49 @@ impl TryFrom<LayerTable> for LayerSpec {
                 stride: stride.unwrap_or(window),
             }),
             LayerTable {
+                avg_pool: Some(window),
+                stride,
+                ..
+            } => Ok(LayerSpec::AvgPool {
+                window,
+                stride: stride.unwrap_or(window),
+            }),
+            LayerTable {
+                global_pool: Some(pool),
+                ..
+            } => Ok(LayerSpec::GlobalPool(pool)),
+            LayerTable {
                 dense: Some(width), ..
             } => Ok(LayerSpec::Dense(width)),
             LayerTable {
                 dropout: Some(probability),
                 ..
             } => Ok(LayerSpec::Dropout(probability)),
+            LayerTable {
+                residual: Some(layers),
+                shortcut,
+                ..
+            } => Ok(LayerSpec::Residual(ResidualSpec {
+                layers,
+                shortcut: shortcut.unwrap_or_default(),
+            })),
             LayerTable { relu: Some(on), .. } => enabled(on, LayerSpec::Relu),
-            LayerTable { batch_norm, .. } => {
-                enabled(batch_norm == Some(true), LayerSpec::BatchNorm)
+            LayerTable { gelu: Some(on), .. } => enabled(on, LayerSpec::Gelu),
+            LayerTable { silu: Some(on), .. } => enabled(on, LayerSpec::Silu),
+            LayerTable {
+                batch_norm,
+                momentum,
+                eps,
+                affine,
+                ..
+            } => {
+                let defaults = NormSpec::new();
+                let norm = NormSpec {
+                    momentum: momentum.unwrap_or(defaults.momentum),
+                    eps: eps.unwrap_or(defaults.eps),
+                    affine: affine.unwrap_or(defaults.affine),
+                };
+                enabled(batch_norm == Some(true), LayerSpec::BatchNorm(norm))
             }
         }
     }
@@ -281,12 +306,14 @@ impl TryFrom<LayerTable> for LayerSpec {
 
 impl From<LayerSpec> for LayerTable {
     fn from(spec: LayerSpec) -> Self {
+        let on = Some(true);
         match spec {
             LayerSpec::Conv(conv) => LayerTable {
                 conv: Some(conv.filters),
                 kernel: Some(conv.kernel),
                 stride: Some(conv.stride),
                 padding: Some(conv.padding),
+                bias: Some(conv.bias),
                 ..Default::default()
             },
             LayerSpec::Pool { window, stride } => LayerTable {
@@ -294,8 +321,25 @@ impl From<LayerSpec> for LayerTable {
                 stride: Some(stride),
                 ..Default::default()
             },
+            LayerSpec::AvgPool { window, stride } => LayerTable {
+                avg_pool: Some(window),
+                stride: Some(stride),
+                ..Default::default()
+            },
+            LayerSpec::GlobalPool(pool) => LayerTable {
+                global_pool: Some(pool),
+                ..Default::default()
+            },
             LayerSpec::Relu => LayerTable {
-                relu: Some(true),
+                relu: on,
+                ..Default::default()
+            },
+            LayerSpec::Gelu => LayerTable {
+                gelu: on,
+                ..Default::default()
+            },
+            LayerSpec::Silu => LayerTable {
+                silu: on,
                 ..Default::default()
             },
             LayerSpec::Dense(width) => LayerTable {
@@ -306,8 +350,16 @@ impl From<LayerSpec> for LayerTable {
                 dropout: Some(probability),
                 ..Default::default()
             },
-            LayerSpec::BatchNorm => LayerTable {
-                batch_norm: Some(true),
+            LayerSpec::BatchNorm(norm) => LayerTable {
+                batch_norm: on,
+                momentum: Some(norm.momentum),
+                eps: Some(norm.eps),
+                affine: Some(norm.affine),
+                ..Default::default()
+            },
+            LayerSpec::Residual(block) => LayerTable {
+                residual: Some(block.layers),
+                shortcut: Some(block.shortcut),
                 ..Default::default()
             },
         }
@@ -420,7 +472,7 @@ mod tests {
                 LayerSpec::Dense(Width::Units(128)),
                 LayerSpec::Relu,
                 LayerSpec::Dropout(0.25),
-                LayerSpec::BatchNorm,
+                LayerSpec::BatchNorm(NormSpec::new()),
                 LayerSpec::Dense(Width::Classes),
             ]
         );
@@ -436,7 +488,8 @@ mod tests {
                     filters: 8,
                     kernel: 3,
                     stride: 1,
-                    padding: 0
+                    padding: 0,
+                    bias: true
                 }),
                 LayerSpec::Pool {
                     window: 3,
@@ -557,5 +610,77 @@ mod tests {
                 "relu"
             ]
         );
+    }
+
+    #[test]
+    fn todays_layers_parse_with_their_options_and_print_back() {
+        let layers = parse(
+            r#"{ conv = 8, bias = false }, { batch_norm = true, momentum = 0.6, eps = 1e-3,
+               affine = false }, { gelu = true }, { silu = true }, { avg_pool = 3, stride = 2 },
+               { global_pool = "max" },
+               { residual = [{ conv = 8, padding = 1 }, { relu = true }], shortcut = "option_a" }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            layers.0,
+            vec![
+                LayerSpec::Conv(ConvSpec::new(8).with_bias(false)),
+                LayerSpec::BatchNorm(NormSpec {
+                    momentum: 0.6,
+                    eps: 1e-3,
+                    affine: false
+                }),
+                LayerSpec::Gelu,
+                LayerSpec::Silu,
+                LayerSpec::AvgPool {
+                    window: 3,
+                    stride: 2
+                },
+                LayerSpec::GlobalPool(GlobalPool::Max),
+                LayerSpec::Residual(ResidualSpec {
+                    layers: vec![
+                        LayerSpec::Conv(ConvSpec::new(8).with_padding(1)),
+                        LayerSpec::Relu
+                    ]
+                    .into(),
+                    shortcut: Shortcut::OptionA
+                }),
+            ]
+        );
+        let text = toml::to_string(&File {
+            layers: layers.clone(),
+        })
+        .unwrap();
+        assert_eq!(parse_text(&text), layers);
+        let cases = [
+            (
+                "{ relu = true, bias = false }",
+                "layer 1: `bias` is not an option of a relu layer",
+            ),
+            (
+                "{ conv = 3, momentum = 0.5 }",
+                "layer 1: `momentum` is not an option of a conv layer",
+            ),
+            (
+                r#"{ global_pool = "mean" }"#,
+                "layer 1: unknown variant `mean`, expected `avg` or `max`",
+            ),
+            (
+                r#"{ residual = [{ conv = 4 }], shortcut = "B" }"#,
+                "layer 1: unknown variant `B`, expected one of `identity`, `conv`, `option_a`",
+            ),
+            (
+                r#"{ residual = [{ relu = true }, { conv = 4, pool = 2 }] }"#,
+                "layer 1: layer 2: one layer per table, this one names conv and pool",
+            ),
+            (
+                r#"{ dense = 4, shortcut = "conv" }"#,
+                "layer 1: `shortcut` is not an option of a dense layer",
+            ),
+        ];
+        for (layers, expected) in cases {
+            let err = parse_err(layers);
+            assert!(err.starts_with(expected), "{layers}: {err}");
+        }
     }
 }

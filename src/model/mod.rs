@@ -1,27 +1,37 @@
-//! The networks, generic over the backend: a CNN defined layer by layer (with the seed's
-//! single-conv CNN and a LeNet-style CNN as its presets), an MLP, and the tabular net built
+//! The networks, generic over the backend: a CNN defined layer by layer, residual blocks
+//! included (with the seed's single-conv CNN and a LeNet-style CNN as its presets), an MLP, and the tabular net built
 //! on it; each also as the PyTorch `nn.Sequential` its weights are exported for.
 
 mod activation;
+mod batch_norm;
 mod classifier;
 mod cnn;
+mod cnn_config;
+mod cnn_summary;
+mod cnn_torch;
 mod conv_block;
 mod dense;
 mod feature_shape;
 mod fresh_leaves;
 mod geometry;
 mod kernels;
+mod layer_options;
 mod layer_spec;
 mod mlp;
 mod network_size;
+mod pooling;
 mod presets;
+mod residual;
 mod sequential;
 mod step_outputs;
 mod tabular_net;
 
 pub use activation::Activation;
+pub use batch_norm::BatchNorm;
 pub use classifier::{ImageModel, ImageModelConfig};
-pub use cnn::{Cnn, CnnConfig, CnnSummary, LayerSummary};
+pub use cnn::Cnn;
+pub use cnn_config::{CnnConfig, Step};
+pub use cnn_summary::{CnnSummary, LayerSummary};
 pub use conv_block::{AfterConv, ConvBlock};
 /// How the convolutions multiply: a setting of the CNN configs.
 pub use cubenet_kernels::Precision;
@@ -30,11 +40,12 @@ pub use feature_shape::FeatureShape;
 pub use fresh_leaves::{fresh_leaf, with_fresh_leaves};
 pub use geometry::{Size2, conv_output, pool_output};
 pub use kernels::Kernels;
-pub use layer_spec::{ConvSpec, LayerSpec, LayerSpecs, MAX_LAYERS, Width};
+pub use layer_options::{ConvSpec, GlobalPool, NormSpec, Shortcut, Width};
+pub use layer_spec::{LayerSpec, LayerSpecs, MAX_LAYERS, ResidualSpec};
 pub use mlp::{Mlp, MlpConfig};
 pub use network_size::NetworkSize;
 pub use presets::{LeNetConfig, SimpleCnnConfig};
-pub use sequential::{Sequential, TorchLayer};
+pub use sequential::{Sequential, TorchLayer, TorchWeights};
 pub use step_outputs::StepOutputs;
 pub use tabular_net::{TabularNet, TabularOutput, Task};
 
@@ -71,6 +82,9 @@ pub enum ModelError {
         layer: String,
         problem: &'static str,
     },
+    /// A residual block whose shortcut cannot meet its layers' output.
+    #[error("layer `{layer}`: {problem}")]
+    Residual { layer: String, problem: String },
     #[error(
         "layer `{layer}`: a CNN ends with its logits, one per class ({classes}): make the last \
          layer `dense = \"classes\"` (this one outputs {output})"

@@ -86,7 +86,38 @@ fn networks() -> Vec<(&'static str, ImageModelConfig)> {
                { dropout = 0.3 }, { batch_norm = true }, { dense = "classes" }"#,
         ),
     );
+    // Residual blocks of each shortcut, GELU and SiLU, batch norm without scale and shift, a
+    // conv without bias, average and global pools.
+    let residual = CnnConfig::new(
+        [1, 28, 28],
+        10,
+        run_file_layers(
+            r#"{ conv = 6, padding = 1, bias = false }, { batch_norm = true }, { gelu = true },
+               { residual = [{ conv = 6, padding = 1 }, { relu = true },
+                             { conv = 6, padding = 1 }, { batch_norm = true, affine = false }] },
+               { relu = true }, { avg_pool = 2 },
+               { residual = [{ conv = 10, padding = 1, stride = 2 }, { silu = true }, { conv = 10, padding = 1 }],
+                 shortcut = "conv" },
+               { residual = [{ conv = 13, padding = 1, stride = 2 }, { relu = true }], shortcut = "option_a" },
+               { global_pool = "avg" }, { dense = 12 }, { gelu = true }, { dense = "classes" }"#,
+        ),
+    );
+    let max_pooled = CnnConfig::new(
+        [1, 28, 28],
+        10,
+        run_file_layers(
+            r#"{ conv = 4, padding = 1 }, { silu = true },
+               { residual = [{ conv = 5, padding = 1 }, { relu = true }, { pool = 2 }],
+                 shortcut = "conv" },
+               { global_pool = "max" }, { dense = "classes" }"#,
+        ),
+    );
     vec![
+        ("residual cnn", ImageModelConfig::Cnn(residual)),
+        (
+            "residual cnn, max-pooled",
+            ImageModelConfig::Cnn(max_pooled),
+        ),
         (
             "lenet",
             ImageModelConfig::Lenet(LeNetConfig::new().with_channels([6, 12]).with_hidden(32)),
@@ -371,4 +402,69 @@ fn export_eval_from_the_export_and_fine_tune_from_it() {
         .arg("--artifact-dir")
         .arg(dir.path().join("other"));
     assert_user_error(&mut other, "`0.weight` (layer 0, Linear)");
+}
+
+/// The hand-written residual run file trained by `cubenet train` for one epoch of 10,000
+/// MNIST images learns the digits, and its export gives PyTorch the logits cubenet computes.
+#[test]
+fn a_residual_network_trained_from_its_run_file_learns_and_loads_in_pytorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let run_file = crate::common::configs().join("mnist_resnet.toml");
+    let mut command = cubenet();
+    command
+        .args(["train", "--backend", "ndarray", "--config"])
+        .arg(&run_file)
+        .args([
+            "--set",
+            "data.limit_train=10000",
+            "--set",
+            "data.limit_test=2000",
+        ])
+        .args(["--epochs", "1", "--artifact-dir"])
+        .arg(&run_dir);
+    crate::common::with_mnist_dir(&mut command);
+    let (output, stdout, stderr) = run(&mut command);
+    assert!(output.status.success(), "{stderr}");
+    let accuracy: f64 = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("test accuracy: ")?.strip_suffix('%'))
+        .unwrap_or_else(|| panic!("no accuracy line in {stdout}"))
+        .parse()
+        .unwrap();
+    assert!(accuracy >= 95.0, "test accuracy {accuracy}%");
+    assert!(stdout.contains("add the option_a shortcut"), "{stdout}");
+
+    let (output, _, stderr) = run(cubenet().args(["export", "--model-dir"]).arg(&run_dir));
+    assert!(output.status.success(), "{stderr}");
+    let Some(python) = python_with_torch() else {
+        return;
+    };
+    let table: toml::Table = toml::from_str(&std::fs::read_to_string(&run_file).unwrap()).unwrap();
+    let layers: LayerSpecs = table["model"]["layers"].clone().try_into().unwrap();
+    let config = CnnConfig::new([1, 28, 28], 10, layers);
+    let weights = run_dir.join("export/model.safetensors");
+    let model = ImageModelConfig::Cnn(config.clone())
+        .init::<B>(&Default::default())
+        .unwrap();
+    let model = read_weights(model, &config.sequential().unwrap(), &weights).unwrap();
+    let inputs = dir.path().join("inputs.f32");
+    let outputs = dir.path().join("outputs.f32");
+    let images = test_images();
+    write_f32(&inputs, images.clone());
+    load_in_pytorch(
+        python,
+        &[
+            sidecar_path(&weights).as_os_str(),
+            "--inputs".as_ref(),
+            inputs.as_os_str(),
+            "--outputs".as_ref(),
+            outputs.as_os_str(),
+        ],
+    );
+    assert_close(
+        model.forward(images),
+        &read_f32(&outputs),
+        "trained residual network",
+    );
 }

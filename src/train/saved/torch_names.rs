@@ -11,7 +11,7 @@ use burn_store::{
     SafetensorsStore,
 };
 
-use crate::model::{Sequential, TorchLayer};
+use crate::model::{Sequential, TorchLayer, TorchWeights};
 use crate::train::TrainError;
 
 /// Which way [`names`] renames.
@@ -29,9 +29,9 @@ pub(crate) enum Direction {
 pub(crate) fn names(sequential: &Sequential, direction: Direction) -> KeyRemapper {
     let escape = |path: &str| path.replace('.', "\\.");
     let mut patterns = Vec::new();
-    for (module, index) in &sequential.weights {
-        let renamed: &[(&str, &str)] = match sequential.layers[*index] {
-            TorchLayer::BatchNorm1d { .. } | TorchLayer::BatchNorm2d { .. } => {
+    for TorchWeights { module, torch } in &sequential.weights {
+        let renamed: &[(&str, &str)] = match sequential.layer_at(torch) {
+            Some(TorchLayer::BatchNorm1d { .. } | TorchLayer::BatchNorm2d { .. }) => {
                 &[("gamma", "weight"), ("beta", "bias")]
             }
             _ => &[],
@@ -40,16 +40,17 @@ pub(crate) fn names(sequential: &Sequential, direction: Direction) -> KeyRemappe
             patterns.push(match direction {
                 Direction::ToPyTorch => (
                     format!("^{}\\.{burn}$", escape(module)),
-                    format!("{index}.{pytorch}"),
+                    format!("{torch}.{pytorch}"),
                 ),
-                Direction::FromPyTorch => {
-                    (format!("^{index}\\.{pytorch}$"), format!("{module}.{burn}"))
-                }
+                Direction::FromPyTorch => (
+                    format!("^{}\\.{pytorch}$", escape(torch)),
+                    format!("{module}.{burn}"),
+                ),
             });
         }
         patterns.push(match direction {
-            Direction::ToPyTorch => (format!("^{}\\.", escape(module)), format!("{index}.")),
-            Direction::FromPyTorch => (format!("^{index}\\."), format!("{module}.")),
+            Direction::ToPyTorch => (format!("^{}\\.", escape(module)), format!("{torch}.")),
+            Direction::FromPyTorch => (format!("^{}\\.", escape(torch)), format!("{module}.")),
         });
     }
     KeyRemapper::from_pattern_iter(patterns).expect("escaped paths are valid patterns")
@@ -201,7 +202,7 @@ fn check_applied(result: &ApplyResult, sequential: &Sequential) -> Result<(), St
 
 /// A tensor's PyTorch name, from its path in cubenet's network (or as the file named it).
 fn pytorch_name(sequential: &Sequential, path: &str) -> String {
-    for (module, index) in &sequential.weights {
+    for TorchWeights { module, torch } in &sequential.weights {
         if let Some(rest) = path
             .strip_prefix(module.as_str())
             .and_then(|p| p.strip_prefix('.'))
@@ -211,7 +212,7 @@ fn pytorch_name(sequential: &Sequential, path: &str) -> String {
                 "beta" => "bias",
                 other => other,
             };
-            return format!("{index}.{rest}");
+            return format!("{torch}.{rest}");
         }
     }
     path.to_string()
