@@ -172,6 +172,7 @@ impl<B: KernelBackend> Cnn<B> {
 }
 
 /// A layer of [`Cnn::init`] before it is placed on the maps' side or the flat side.
+#[allow(clippy::large_enum_variant)] // one at a time, while the network is built
 enum Built<B: Backend> {
     Maps(MapLayer<B>),
     Flat(FlatLayer<B>),
@@ -179,6 +180,7 @@ enum Built<B: Backend> {
 
 /// A layer on feature maps.
 #[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)] // a handful per network; boxing would change nothing
 pub enum MapLayer<B: Backend> {
     /// A convolution with the ReLU and pool that follow it, if any.
     Conv(ConvBlock<B>),
