@@ -188,7 +188,13 @@ impl RunConfig {
         let backend = resolved
             .backend
             .unwrap_or_else(BackendKind::default_for_build);
-        Ok(job.launch(Run { dir, resume }, backend)?)
+        let tensorboard = resolved.training.tensorboard.unwrap_or(true);
+        let run = Run {
+            dir,
+            resume,
+            tensorboard,
+        };
+        Ok(job.launch(run, backend)?)
     }
 
     /// The config as TOML.

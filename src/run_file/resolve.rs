@@ -133,6 +133,7 @@ impl RunConfig {
             workers: Some(config.workers),
             device_data_mb: Some(config.device_data_mb),
             devices: Some(config.devices.clone()),
+            tensorboard: Some(t.tensorboard.unwrap_or(true)),
         };
         config
             .validate()
@@ -258,6 +259,7 @@ impl RunConfig {
             workers: None,
             device_data_mb: None,
             devices: None,
+            tensorboard: Some(t.tensorboard.unwrap_or(true)),
         };
         Ok(Job::Tabular(TabularJob { config, data }))
     }

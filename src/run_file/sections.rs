@@ -364,4 +364,6 @@ pub struct TrainingSection {
     /// Images: the backend's devices to train on, data-parallel with `batch_size` images
     /// on each (tables train on one device).
     pub devices: Option<Vec<usize>>,
+    /// TensorBoard's event files in `<artifact_dir>/tensorboard/` [default: true].
+    pub tensorboard: Option<bool>,
 }

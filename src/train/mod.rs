@@ -39,11 +39,14 @@ pub use run_dir::{
     MARKER_FILE, MODEL_FILE, PER_CLASS_ACCURACY_FILE, PREPROCESSING_FILE, RUN_FILE, RunDir,
 };
 pub use saved::export::{
-    EXPORT_FORMAT, EXPORT_WEIGHTS, Export, ExportSidecar, ExportedRun, Preprocessing,
-    export_image_model, export_tabular_model, sidecar_path,
+    EXPORT_WEIGHTS, Export, ExportFormat, export_image_model, export_tabular_model,
 };
 pub use saved::on_device::{DenseValues, ImageClassifier, RowModel};
 pub use saved::saved_run::{SavedModel, SavedRunError};
+pub use saved::sidecar::{
+    EXPORT_FORMAT, ExportSidecar, ExportedRun, ONNX_EXPORT_FORMAT, OnnxSidecar, Preprocessing,
+    onnx_sidecar_path, sidecar_path,
+};
 pub use saved::torch_names::read_weights;
 
 use crate::atomic_file::WriteError;

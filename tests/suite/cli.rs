@@ -245,21 +245,12 @@ fn kill_after_epoch(mut command: Command, dir: &Path, epoch: usize) {
 /// An MNIST run of the single-conv CNN on the CPU, its images held on the device (the
 /// default): small enough for a test, long enough that a kill lands inside an epoch.
 fn resumable_image_run(dir: &Path) -> Command {
-    let mut command = cubenet();
-    command
-        .args(["train", "--backend", "ndarray", "--config"])
-        .arg(configs().join("mnist_cnn.toml"))
-        .args([
-            "--set",
-            "model.filters=4",
-            "--set",
-            "data.limit_train=24000",
-        ])
-        .args(["--set", "data.limit_test=500", "--epochs", "4"])
-        .arg("--artifact-dir")
-        .arg(dir);
-    crate::common::with_mnist_dir(&mut command);
-    command
+    let sets = [
+        "model.filters=4",
+        "data.limit_train=24000",
+        "data.limit_test=500",
+    ];
+    crate::common::train_mnist_on_cpu("mnist_cnn.toml", &sets, 4, dir)
 }
 
 #[test]

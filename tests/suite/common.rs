@@ -96,3 +96,73 @@ pub fn assert_parameters_close(a: &[Vec<f32>], b: &[Vec<f32>], tolerance: f32) {
         assert!(worst < tolerance, "parameter {i}: differs by {worst}");
     }
 }
+
+/// The first Python that imports every one of `modules`: `$CUBENET_PYTHON` (CI's virtual
+/// environment with onnx, onnxruntime and tensorboard), else `python3`, else the system's
+/// `/usr/bin/python3` (Debian's python3-torch). `None`, after saying so, only where the test
+/// may be skipped: with `required_by` (an environment variable CI sets) set it panics.
+pub fn python_with(modules: &[&str], required_by: &str) -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::env::var_os("CUBENET_PYTHON")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    candidates.extend(["python3", "/usr/bin/python3"].map(PathBuf::from));
+    let imports = format!("import {}", modules.join(", "));
+    let found = candidates.into_iter().find(|python| {
+        std::process::Command::new(python)
+            .args(["-c", &imports])
+            .output()
+            .is_ok_and(|output| output.status.success())
+    });
+    assert!(
+        found.is_some() || std::env::var_os(required_by).is_none(),
+        "{required_by} is set but no Python runs `{imports}` (set CUBENET_PYTHON to one that \
+         does; .ci/run makes such a virtual environment)"
+    );
+    if found.is_none() {
+        eprintln!("skipped: no Python runs `{imports}`");
+    }
+    found
+}
+
+/// `cubenet train` of the MNIST run file `configs/<config>` on the CPU, with the
+/// `--set` assignments `sets`, for `epochs`, into `artifact_dir`.
+pub fn train_mnist_on_cpu(
+    config: &str,
+    sets: &[&str],
+    epochs: usize,
+    artifact_dir: &Path,
+) -> std::process::Command {
+    let mut command = crate::cli::cubenet();
+    command
+        .args(["train", "--backend", "ndarray", "--config"])
+        .arg(configs().join(config));
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    command
+        .args(["--epochs", &epochs.to_string(), "--artifact-dir"])
+        .arg(artifact_dir);
+    with_mnist_dir(&mut command);
+    command
+}
+
+/// Runs `python` on the script at `script` (relative to the checkout) with `args`; its
+/// stdout, or a panic with its stderr when it fails.
+pub fn run_python<S: AsRef<std::ffi::OsStr>>(python: &Path, script: &str, args: &[S]) -> Vec<u8> {
+    let output = std::process::Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+        .args(args)
+        .output()
+        .expect("python runs");
+    let shown: Vec<_> = args
+        .iter()
+        .map(|arg| arg.as_ref().to_string_lossy())
+        .collect();
+    assert!(
+        output.status.success(),
+        "{script} {shown:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}

@@ -6,8 +6,7 @@
 //! `torch` (Debian's python3-torch in CI). Without them these tests are skipped, unless
 //! `CUBENET_REQUIRE_TORCH=1`, which CI sets.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::AutodiffModule;
@@ -19,54 +18,29 @@ use cubenet::model::{
     SimpleCnnConfig,
 };
 use cubenet::train::{
-    ImageTrainingConfig, SavedImageConfig, export_image_model, read_weights, sidecar_path,
+    ExportFormat, ImageTrainingConfig, SavedImageConfig, export_image_model, read_weights,
+    sidecar_path,
 };
 
 use crate::cli::{assert_user_error, cubenet, run};
-use crate::common::mnist_source;
+use crate::common::{mnist_source, python_with, run_python};
 
 type B = NdArray;
 
 /// MNIST test images per comparison.
-const IMAGES: usize = 100;
+pub(crate) const IMAGES: usize = 100;
 
 /// The largest logit difference allowed between cubenet and PyTorch (float32 both).
 const TOLERANCE: f32 = 1e-4;
 
-/// The first of `python3` and the system's `/usr/bin/python3` (Debian's python3-torch
-/// installs there) that imports `torch`; `None` (after saying so) only where the test may
-/// be skipped.
-fn python_with_torch() -> Option<&'static str> {
-    let found = ["python3", "/usr/bin/python3"].into_iter().find(|python| {
-        Command::new(python)
-            .args(["-c", "import torch"])
-            .output()
-            .is_ok_and(|output| output.status.success())
-    });
-    assert!(
-        found.is_some() || std::env::var_os("CUBENET_REQUIRE_TORCH").is_none(),
-        "CUBENET_REQUIRE_TORCH is set but no python3 imports torch (apt-get install \
-         python3-torch)"
-    );
-    if found.is_none() {
-        eprintln!("skipped: no python3 with torch");
-    }
-    found
+/// A Python with `torch`; see [`python_with`].
+fn python_with_torch() -> Option<PathBuf> {
+    python_with(&["torch"], "CUBENET_REQUIRE_TORCH")
 }
 
 /// Runs `examples/load_in_pytorch.py` with `args`; panics with its stderr if it fails.
-fn load_in_pytorch(python: &str, args: &[&std::ffi::OsStr]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/load_in_pytorch.py");
-    let output = Command::new(python)
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        output.status.success(),
-        "load_in_pytorch.py {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+fn load_in_pytorch(python: &Path, args: &[&std::ffi::OsStr]) {
+    run_python(python, "examples/load_in_pytorch.py", args);
 }
 
 fn run_file_layers(layers: &str) -> LayerSpecs {
@@ -76,7 +50,7 @@ fn run_file_layers(layers: &str) -> LayerSpecs {
 
 /// The networks the export must cover: both presets, a run-file CNN with batch norm (on maps
 /// and on features) and dropout, and an MLP with two kinds of activation.
-fn networks() -> Vec<(&'static str, ImageModelConfig)> {
+pub(crate) fn networks() -> Vec<(&'static str, ImageModelConfig)> {
     let cnn = CnnConfig::new(
         [1, 28, 28],
         10,
@@ -139,7 +113,7 @@ fn networks() -> Vec<(&'static str, ImageModelConfig)> {
 
 /// `config`'s network with batch norm statistics that are not the initial 0 and 1: a few
 /// training-mode passes move them, as training does.
-fn trained_like(config: &ImageModelConfig) -> ImageModel<B> {
+pub(crate) fn trained_like(config: &ImageModelConfig) -> ImageModel<B> {
     let device = Default::default();
     let model = config.init::<Autodiff<B>>(&device).unwrap();
     for _ in 0..3 {
@@ -150,7 +124,7 @@ fn trained_like(config: &ImageModelConfig) -> ImageModel<B> {
 }
 
 /// The first [`IMAGES`] MNIST test images, normalized as an MNIST run normalizes them.
-fn test_images() -> Tensor<B, 4> {
+pub(crate) fn test_images() -> Tensor<B, 4> {
     let normalization = mnist_normalization();
     let test = mnist_source().load(MnistSplit::Test).unwrap();
     let pixels: Vec<f32> = test.pixels()[..IMAGES * 784]
@@ -160,13 +134,13 @@ fn test_images() -> Tensor<B, 4> {
     Tensor::<B, 1>::from_floats(pixels.as_slice(), &Default::default()).reshape([IMAGES, 1, 28, 28])
 }
 
-fn write_f32(path: &Path, tensor: Tensor<B, 4>) {
+pub(crate) fn write_f32(path: &Path, tensor: Tensor<B, 4>) {
     let values = tensor.into_data().to_vec::<f32>().unwrap();
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(path, bytes).unwrap();
 }
 
-fn read_f32(path: &Path) -> Vec<f32> {
+pub(crate) fn read_f32(path: &Path) -> Vec<f32> {
     std::fs::read(path)
         .unwrap()
         .chunks_exact(4)
@@ -186,7 +160,7 @@ fn assert_close(cubenet: Tensor<B, 2>, pytorch: &[f32], what: &str) {
     assert!(worst < TOLERANCE, "{what}: logits differ by {worst}");
 }
 
-fn saved(model: ImageModelConfig) -> SavedImageConfig {
+pub(crate) fn saved(model: ImageModelConfig) -> SavedImageConfig {
     SavedImageConfig {
         config: ImageTrainingConfig::new(model),
         classes: mnist_classes(),
@@ -211,10 +185,10 @@ fn exported_networks_give_pytorch_the_same_logits_and_pytorch_weights_give_cuben
         // cubenet → PyTorch.
         let model = trained_like(&config);
         let weights = dir.path().join(format!("{name}.safetensors"));
-        export_image_model(&model, &saved, &weights).unwrap();
+        export_image_model(&model, &saved, &weights, ExportFormat::Safetensors).unwrap();
         let outputs = dir.path().join(format!("{name}.out"));
         load_in_pytorch(
-            python,
+            &python,
             &[
                 sidecar_path(&weights).as_os_str(),
                 "--inputs".as_ref(),
@@ -229,7 +203,7 @@ fn exported_networks_give_pytorch_the_same_logits_and_pytorch_weights_give_cuben
         for extension in ["safetensors", "pt"] {
             let fresh = dir.path().join(format!("{name}-torch.{extension}"));
             load_in_pytorch(
-                python,
+                &python,
                 &[
                     sidecar_path(&weights).as_os_str(),
                     "--fresh".as_ref(),
@@ -256,7 +230,13 @@ fn weight_files_that_do_not_fit_are_refused_naming_the_first_misfit() {
     let lenet = |channels| ImageModelConfig::Lenet(LeNetConfig::new().with_channels(channels));
     let weights = dir.path().join("lenet.safetensors");
     let config = lenet([6, 12]);
-    export_image_model(&trained_like(&config), &saved(config), &weights).unwrap();
+    export_image_model(
+        &trained_like(&config),
+        &saved(config),
+        &weights,
+        ExportFormat::Safetensors,
+    )
+    .unwrap();
     let load_error = |config: ImageModelConfig, path: &Path| {
         let model = config.init::<B>(&Default::default()).unwrap();
         let sequential = config.sequential().unwrap();
@@ -411,19 +391,8 @@ fn a_residual_network_trained_from_its_run_file_learns_and_loads_in_pytorch() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     let run_file = crate::common::configs().join("mnist_resnet.toml");
-    let mut command = cubenet();
-    command
-        .args(["train", "--backend", "ndarray", "--config"])
-        .arg(&run_file)
-        .args([
-            "--set",
-            "data.limit_train=10000",
-            "--set",
-            "data.limit_test=2000",
-        ])
-        .args(["--epochs", "1", "--artifact-dir"])
-        .arg(&run_dir);
-    crate::common::with_mnist_dir(&mut command);
+    let sets = ["data.limit_train=10000", "data.limit_test=2000"];
+    let mut command = crate::common::train_mnist_on_cpu("mnist_resnet.toml", &sets, 1, &run_dir);
     let (output, stdout, stderr) = run(&mut command);
     assert!(output.status.success(), "{stderr}");
     let accuracy: f64 = stdout
@@ -453,7 +422,7 @@ fn a_residual_network_trained_from_its_run_file_learns_and_loads_in_pytorch() {
     let images = test_images();
     write_f32(&inputs, images.clone());
     load_in_pytorch(
-        python,
+        &python,
         &[
             sidecar_path(&weights).as_os_str(),
             "--inputs".as_ref(),

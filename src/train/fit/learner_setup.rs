@@ -23,6 +23,7 @@ use crate::train::run_dir::artifacts::{BestEpoch, restore_best_epoch, valid_loss
 use crate::train::run_dir::checkpoints::SaveEveryEpoch;
 use crate::train::run_dir::metric_logs::EpochMetricLogger;
 use crate::train::run_dir::recorder::ModelRecorder;
+use crate::train::run_dir::tensorboard::{TensorBoardLogger, TensorBoardRun};
 use crate::train::{EpochLineRenderer, TrainError};
 
 /// How long a run trains and where it starts.
@@ -75,6 +76,7 @@ impl RunLength {
 /// numbered by the true epoch after a resume ([`EpochMetricLogger`]), the
 /// [`TrainingWatch`], burn-train's dashboard made safe to stop ([`Dashboard`]) with CUDA
 /// statistics on a CUDA device when stdout is a terminal, one line per epoch otherwise,
+/// TensorBoard's event files when `events` asks for them ([`TensorBoardLogger`]),
 /// and burn-train's application log `experiment.log` in `dir`, installed by
 /// [`experiment_log`] instead of burn-train's installer, whose filter made every CubeCL
 /// trace span cost time. The log is global: only a process's first run installs it.
@@ -82,6 +84,7 @@ pub(crate) fn with_run_settings<B, LR, M, O>(
     training: SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
     dir: &RunDir,
     length: RunLength,
+    events: Option<TensorBoardRun>,
 ) -> (
     SupervisedTraining<LearningComponentsMarker<B, LR, M, O>>,
     TrainingWatch,
@@ -115,6 +118,10 @@ where
         .metric_train(watch.clone())
         .metric_valid(watch.for_validation())
         .num_epochs(length.epochs);
+    if let Some(events) = events {
+        let logger = TensorBoardLogger::new(dir, length.first_epoch(), events, watch.clone());
+        training = training.with_metric_logger(logger);
+    }
     if let Some(epoch) = length.resume_after {
         training = training.checkpoint(epoch);
     }

@@ -10,18 +10,24 @@ use cubenet_kernels::AutodiffKernelBackend;
 use crate::device::{BackendKind, BackendTask, run_on};
 use crate::train::{RunDir, RunError, TrainError};
 
-/// A run: the artifact directory it claimed, and whether it continues from the last complete
-/// checkpoint there instead of starting afresh (which clears earlier checkpoints and logs).
+/// A run: the artifact directory it claimed, whether it continues from the last complete
+/// checkpoint there instead of starting afresh (which clears earlier checkpoints and logs),
+/// and whether it writes TensorBoard's event files beside its metric logs.
 #[derive(Debug, Clone)]
 pub struct Run {
     pub dir: RunDir,
     pub resume: bool,
+    pub tensorboard: bool,
 }
 
 impl Run {
-    /// A fresh run into `dir`.
+    /// A fresh run into `dir`, with TensorBoard's event files.
     pub fn fresh(dir: RunDir) -> Self {
-        Self { dir, resume: false }
+        Self {
+            dir,
+            resume: false,
+            tensorboard: true,
+        }
     }
 }
 

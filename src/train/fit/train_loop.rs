@@ -26,6 +26,7 @@ use crate::train::fit::watch::{StepLoss, TrainingWatch};
 use crate::train::run_dir::artifacts::BestEpoch;
 use crate::train::run_dir::data_identity::DataIdentity;
 use crate::train::run_dir::resume::begin_run;
+use crate::train::run_dir::tensorboard::{EpochIterations, TensorBoardRun, discard_events_after};
 use crate::train::{Run, TrainError};
 
 /// burn-train's loop as a job sets it up: the network, optimizer and learning-rate schedule it
@@ -46,8 +47,12 @@ pub(crate) struct TrainLoop<'a, B: AutodiffBackend, M, O, S, T> {
     pub patience: usize,
     /// Named in the message when the GPU runs out of memory.
     pub batch_size: usize,
+    /// The validation loader's batch size.
+    pub valid_batch_size: usize,
     /// Named in the message when the loss stops being finite.
     pub learning_rate: f64,
+    /// What one example is (`images`, `rows`), for the speed TensorBoard shows.
+    pub examples: &'static str,
 }
 
 /// What the loop leaves: the best epoch's model, and the watch that timed the run.
@@ -89,11 +94,21 @@ where
             &self.model,
             device,
         )?;
+        let iterations = EpochIterations::of(
+            [self.split_sizes[0], self.split_sizes[1]],
+            [self.batch_size, self.valid_batch_size],
+        );
+        discard_events_after(&dir.tensorboard(), resume_after.unwrap_or(0), iterations)?;
+        let events = self.run.tensorboard.then(|| TensorBoardRun {
+            iterations,
+            examples: self.examples,
+            settings: serde_json::to_value(self.settings).expect("settings serialize to JSON"),
+        });
         let _training_phase = TrainingPhase::begin(dir, self.epochs);
         let _terminal = TerminalGuard;
         let training = training(resume_after)?;
         let length = RunLength::new(dir, self.epochs, self.patience, resume_after)?;
-        let (training, watch) = with_run_settings(training, dir, length);
+        let (training, watch) = with_run_settings(training, dir, length, events);
         let warmup = warm_pinned_reads(&self.model, self.devices);
         let scheduler = StopAtStep::new(self.scheduler, training.interrupter());
         let (model, optimizer) = (self.model, self.optimizer);

@@ -183,6 +183,8 @@ pub fn train<B: AutodiffKernelBackend>(
         patience: config.patience,
         batch_size: config.batch_size,
         learning_rate: config.learning_rate,
+        valid_batch_size: valid_batch_size(config),
+        examples: "images",
     };
     let LoopResult { best, watch } = train_loop.run(|resume_after| {
         let (train_loader, valid_loader) = loaders::<B>(config, splits, device, resume_after);
@@ -272,7 +274,7 @@ fn loaders<B: AutodiffKernelBackend>(
 ) {
     let augment = config.augment.unwrap_or_default();
     let first_epoch = resume_after.map_or(1, |epoch| epoch + 1);
-    let valid_batch = EVAL_BATCH.max(config.batch_size);
+    let valid_batch = valid_batch_size(config);
     let bytes = DeviceImages::<B>::device_bytes(&splits.train)
         + DeviceImages::<B>::device_bytes(&splits.valid);
     let megabytes = bytes.div_ceil(1 << 20);
@@ -432,6 +434,12 @@ pub fn evaluate<B: KernelBackend>(
         confusion.add(&labels(batch.targets), &labels(predicted));
     }
     confusion
+}
+
+/// The validation loader's batch: large, since validation keeps no activations for a backward
+/// pass, and never smaller than training's.
+fn valid_batch_size(config: &ImageTrainingConfig) -> usize {
+    EVAL_BATCH.max(config.batch_size)
 }
 
 /// The line tools read at the end of a run: `test accuracy: 98.76%`.

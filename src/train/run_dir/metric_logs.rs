@@ -179,13 +179,14 @@ impl MetricLogger for EpochMetricLogger {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use burn::train::Interrupter;
     use burn::train::metric::{MetricAttributes, MetricEntry, SerializedEntry};
 
     use super::*;
 
-    fn definition(name: &str) -> MetricDefinition {
+    /// A metric named `name`, as burn-train defines one.
+    pub(crate) fn definition(name: &str) -> MetricDefinition {
         MetricDefinition {
             metric_id: MetricId::new(name.to_string().into()),
             name: name.into(),

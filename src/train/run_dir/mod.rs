@@ -14,6 +14,7 @@
 //!   experiment.log          burn-train's application log
 //!   checkpoint/             per-epoch records and the run's settings (checkpoints.rs)
 //!   train/, valid/          burn-train's metric logs, an `epoch-<k>` folder per epoch
+//!   tensorboard/            the same metrics and the run's settings as TensorBoard events
 //!   cache/                  decoded images
 //!   export/                 what `cubenet export` writes
 //! ```
@@ -23,10 +24,12 @@ pub(crate) mod checkpoints;
 mod claim;
 pub(crate) mod confusion;
 pub(crate) mod data_identity;
+mod event_file;
 pub(crate) mod metric_logs;
 pub(crate) mod record_frame;
 pub(crate) mod recorder;
 pub(crate) mod resume;
+pub(crate) mod tensorboard;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -58,6 +61,8 @@ const EXPERIMENT_LOG: &str = "experiment.log";
 pub const CHECKPOINT_DIR: &str = "checkpoint";
 /// burn-train's metric logs, one folder a split.
 const METRIC_LOG_DIRS: [&str; 2] = ["train", "valid"];
+/// TensorBoard's event files (tensorboard.rs).
+const TENSORBOARD_DIR: &str = "tensorboard";
 /// The prefix of a metric log's folder for one epoch, `epoch-<k>`.
 const EPOCH_PREFIX: &str = "epoch-";
 /// Decoded images, kept between runs.
@@ -65,9 +70,10 @@ pub const IMAGE_CACHE_DIR: &str = "cache";
 /// What `cubenet export` writes by default.
 pub const EXPORT_DIR: &str = "export";
 /// The entries that runs clear or fill, where a run's own inputs may not lie.
-const RUN_FOLDERS: [&str; 4] = [
+const RUN_FOLDERS: [&str; 5] = [
     METRIC_LOG_DIRS[0],
     METRIC_LOG_DIRS[1],
+    TENSORBOARD_DIR,
     CHECKPOINT_DIR,
     IMAGE_CACHE_DIR,
 ];
@@ -164,6 +170,10 @@ impl RunDir {
 
     pub fn experiment_log(&self) -> PathBuf {
         self.root.join(EXPERIMENT_LOG)
+    }
+
+    pub fn tensorboard(&self) -> PathBuf {
+        self.root.join(TENSORBOARD_DIR)
     }
 
     pub fn image_cache(&self) -> PathBuf {

@@ -1,159 +1,63 @@
 //! `cubenet export`: a trained network as safetensors laid out for the `nn.Sequential` of the
-//! same layers ([`Sequential`]), with a JSON sidecar that describes that network, so the file
-//! is usable without cubenet; and such an export found and read back, its weights checked
-//! against the SHA-256 that the sidecar records of them (safetensors has no checksum of its
-//! own, and a flipped byte in a weight reads as another weight).
+//! same layers ([`crate::model::Sequential`]), with a JSON sidecar that describes that
+//! network, so the file is usable without cubenet, or as one ONNX graph; and such a
+//! safetensors export found and read back, its weights checked against the SHA-256 that the
+//! sidecar records of them (safetensors has no checksum of its own, and a flipped byte in a
+//! weight reads as another weight).
 
 use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use burn_store::{ModuleSnapshot, SafetensorsStore};
 use cubenet_kernels::KernelBackend;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::onnx_export::{onnx_export, onnx_weights};
+use super::sidecar::{
+    ExportSidecar, ExportedRun, OnnxSidecar, Preprocessing, onnx_sidecar_path, sidecar_path,
+};
 use super::torch_names::{Direction, names, read_weights};
 use crate::atomic_file::write_atomically;
-use crate::data::Standardizer;
-use crate::model::{ImageModel, ModelError, Sequential, TabularNet, Task, TorchLayer};
+use crate::model::{ImageModel, TabularNet};
 use crate::train::jobs::images::SavedImageConfig;
 use crate::train::jobs::tabular::{TabularConfig, TabularModel};
 use crate::train::run_dir::RunDir;
 use crate::train::{RecordError, TrainError};
 
-/// The `format` of every sidecar cubenet writes; how it knows an export it may replace.
-pub const EXPORT_FORMAT: &str = "cubenet-export/1";
-
 /// The file name of the weights in [`RunDir::export`]; the sidecar is the same name in
 /// `.json`.
 pub const EXPORT_WEIGHTS: &str = "model.safetensors";
 
-/// The JSON file beside exported weights: enough to rebuild the network in PyTorch
-/// (`layers`, `input`, `preprocessing`, `classes`) and, under `cubenet`, the run's own
-/// settings, from which `cubenet predict` and `eval` rebuild it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ExportSidecar {
-    /// [`EXPORT_FORMAT`].
-    pub format: String,
-    /// The weights file, in the sidecar's directory.
-    pub weights: String,
-    /// The SHA-256 of the weights file, checked when cubenet reads the export back (absent
-    /// in sidecars of earlier cubenets, whose exports are refused).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weights_sha256: Option<String>,
-    /// One input: `[channels, height, width]` of an image, `[features]` of a table row.
-    pub input: Vec<usize>,
-    /// The `nn.Sequential`; a layer's weights are named by its index (`0.weight`).
-    pub layers: Vec<TorchLayer>,
-    /// What the last layer outputs.
-    pub outputs: String,
-    pub preprocessing: Preprocessing,
-    /// Class names in output order; empty for regression.
-    pub classes: Vec<String>,
-    pub cubenet: ExportedRun,
+/// What `cubenet export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// The weights under PyTorch's names, for the `nn.Sequential` the sidecar describes.
+    Safetensors,
+    /// One ONNX graph ([`super::onnx_graph`]); with the input normalization and the output's
+    /// softmax or sigmoid as nodes when `with_preprocessing`.
+    Onnx { with_preprocessing: bool },
 }
 
-/// How raw inputs become the network's inputs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Preprocessing {
-    /// Pixels (0..255, channels first) times `scale`, then `(x − mean[c]) / std[c]`.
-    Images {
-        scale: f32,
-        mean: Vec<f32>,
-        std: Vec<f32>,
-    },
-    /// The `features` columns, each as `(x − mean[i]) / std[i]` when the run standardized.
-    Table {
-        features: Vec<String>,
-        standardize: Option<Standardizer>,
-    },
-}
-
-/// The trained run an export came from, as cubenet saved it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExportedRun {
-    Image(SavedImageConfig),
-    Tabular(TabularConfig),
-}
-
-impl ExportedRun {
-    /// The network as an `nn.Sequential`.
-    pub fn sequential(&self) -> Result<Sequential, ModelError> {
-        match self {
-            ExportedRun::Image(saved) => saved.config.model.sequential(),
-            ExportedRun::Tabular(config) => config
-                .mlp(config.classes.unwrap_or(0))
-                .sequential("mlp.dense", false),
-        }
-    }
-
-    /// The sidecar for this run's network.
-    fn sidecar(&self, weights: String, standardizer: Option<&Standardizer>) -> ExportSidecar {
-        let layers = self
-            .sequential()
-            .expect("a trained network is valid")
-            .layers;
-        let (input, outputs, preprocessing, classes) = match self {
-            ExportedRun::Image(saved) => {
-                let shape = saved.shape;
-                let preprocessing = Preprocessing::Images {
-                    scale: 1.0 / 255.0,
-                    mean: saved.normalization.mean.clone(),
-                    std: saved.normalization.std.clone(),
-                };
-                let input = vec![shape.channels, shape.height, shape.width];
-                (input, "logits", preprocessing, saved.classes.clone())
-            }
-            ExportedRun::Tabular(config) => {
-                let preprocessing = Preprocessing::Table {
-                    features: config.features.clone(),
-                    standardize: standardizer.cloned(),
-                };
-                let (outputs, classes) = match config.task {
-                    Task::Regression => ("values", Vec::new()),
-                    Task::Binary => ("logit of class 1", vec!["0".into(), "1".into()]),
-                    Task::Multiclass => {
-                        let count = config.classes.unwrap_or(0);
-                        ("logits", (0..count).map(|c| c.to_string()).collect())
-                    }
-                };
-                (vec![config.features.len()], outputs, preprocessing, classes)
-            }
-        };
-        ExportSidecar {
-            format: EXPORT_FORMAT.into(),
-            weights,
-            weights_sha256: None,
-            input,
-            layers,
-            outputs: outputs.into(),
-            preprocessing,
-            classes,
-            cubenet: self.clone(),
-        }
-    }
-}
-
-/// Writes an image model's weights to `weights` (safetensors) and its sidecar beside it.
+/// Writes an image model to `output` in `format`, and its sidecar beside it.
 pub fn export_image_model<B: Backend>(
     model: &ImageModel<B>,
     saved: &SavedImageConfig,
-    weights: &Path,
+    output: &Path,
+    format: ExportFormat,
 ) -> Result<(), TrainError> {
     let run = ExportedRun::Image(saved.clone());
-    export(model, run.sidecar(file_name(weights), None), weights)
+    export(model, run.sidecar(file_name(output), None), output, format)
 }
 
-/// Writes a tabular model's weights to `weights` (safetensors) and its sidecar beside it.
+/// Writes a tabular model to `output` in `format`, and its sidecar beside it.
 pub fn export_tabular_model<B: Backend>(
     model: &TabularModel<B>,
-    weights: &Path,
+    output: &Path,
+    format: ExportFormat,
 ) -> Result<(), TrainError> {
     let run = ExportedRun::Tabular(model.config.clone());
-    let sidecar = run.sidecar(file_name(weights), model.standardizer.as_ref());
-    export(&model.net, sidecar, weights)
+    let sidecar = run.sidecar(file_name(output), model.standardizer.as_ref());
+    export(&model.net, sidecar, output, format)
 }
 
 /// The SHA-256 of `bytes` in hex, as sidecars record it.
@@ -167,27 +71,35 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The sidecar of the weights file `weights`: the same name in `.json`.
-pub fn sidecar_path(weights: &Path) -> PathBuf {
-    weights.with_extension("json")
+fn refuse(path: &Path, reason: impl ToString) -> TrainError {
+    TrainError::Record {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
 }
 
 fn export<B: Backend, M: Module<B>>(
     model: &M,
     mut sidecar: ExportSidecar,
-    weights: &Path,
+    output: &Path,
+    format: ExportFormat,
 ) -> Result<(), TrainError> {
-    let sidecar_file = sidecar_path(weights);
-    let refuse = |path: &Path, reason: &str| TrainError::Record {
-        path: path.to_path_buf(),
-        reason: reason.into(),
+    let (extension, sidecar_file) = match format {
+        ExportFormat::Safetensors => ("safetensors", sidecar_path(output)),
+        ExportFormat::Onnx { .. } => ("onnx", onnx_sidecar_path(output)),
     };
-    if weights.extension().is_none_or(|ext| ext != "safetensors") {
-        return Err(refuse(weights, "name the output `<name>.safetensors`"));
+    if output.extension().is_none_or(|ext| ext != extension) {
+        return Err(refuse(
+            output,
+            format!("name the output `<name>.{extension}`"),
+        ));
     }
     // cubenet replaces only an export of its own: both files, the sidecar marked as ours.
-    let ours = ExportSidecar::read(&sidecar_file).is_ok();
-    for path in [weights, sidecar_file.as_path()] {
+    let ours = match format {
+        ExportFormat::Safetensors => ExportSidecar::read(&sidecar_file).is_ok(),
+        ExportFormat::Onnx { .. } => OnnxSidecar::read(&sidecar_file).is_ok(),
+    };
+    for path in [output, sidecar_file.as_path()] {
         if path.exists() && !ours {
             return Err(refuse(
                 path,
@@ -196,7 +108,7 @@ fn export<B: Backend, M: Module<B>>(
             ));
         }
     }
-    if let Some(dir) = weights.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+    if let Some(dir) = output.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(TrainError::io(dir))?;
     }
     let sequential = sidecar.cubenet.sequential()?;
@@ -205,33 +117,29 @@ fn export<B: Backend, M: Module<B>>(
         .map_indices_contiguous(false)
         .remap(names(&sequential, Direction::ToPyTorch))
         .metadata("producer", "cubenet");
-    let record = |e: burn_store::SafetensorsStoreError| refuse(weights, &e.to_string());
+    let record = |e: burn_store::SafetensorsStoreError| refuse(output, e);
     model.save_into(&mut store).map_err(record)?;
-    let bytes = store.get_bytes().map_err(record)?;
-    sidecar.weights_sha256 = Some(sha256(&bytes));
-    write_atomically(weights, &bytes)?;
-    let json = serde_json::to_string_pretty(&sidecar).expect("serializes");
-    write_atomically(&sidecar_file, json.as_bytes())?;
-    Ok(())
-}
-
-impl ExportSidecar {
-    /// Reads a sidecar written by `cubenet export`.
-    pub fn read(path: &Path) -> Result<Self, TrainError> {
-        let load = |reason: String| TrainError::Load {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| load(e.to_string()))?;
-        let sidecar: Self = serde_json::from_str(&text).map_err(|e| load(e.to_string()))?;
-        if sidecar.format != EXPORT_FORMAT {
-            return Err(load(format!(
-                "its format is `{}`, not `{EXPORT_FORMAT}`",
-                sidecar.format
-            )));
+    let weights = store.get_bytes().map_err(record)?;
+    let (bytes, json) = match format {
+        ExportFormat::Safetensors => {
+            sidecar.weights_sha256 = Some(sha256(&weights));
+            (weights, serde_json::to_string_pretty(&sidecar))
         }
-        Ok(sidecar)
-    }
+        ExportFormat::Onnx { with_preprocessing } => {
+            let weights = onnx_weights(&weights).map_err(|e| refuse(output, e))?;
+            let (model, onnx_sidecar) =
+                onnx_export(&sidecar, &sequential, &weights, with_preprocessing)
+                    .map_err(|e| refuse(output, e))?;
+            let json = serde_json::to_string_pretty(&OnnxSidecar {
+                model_sha256: sha256(&model),
+                ..onnx_sidecar
+            });
+            (model, json)
+        }
+    };
+    write_atomically(output, &bytes)?;
+    write_atomically(&sidecar_file, json.expect("serializes").as_bytes())?;
+    Ok(())
 }
 
 /// An export found where a trained run was expected.

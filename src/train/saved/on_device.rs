@@ -10,7 +10,7 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use cubenet_kernels::KernelBackend;
 
-use super::export::{export_image_model, export_tabular_model};
+use super::export::{ExportFormat, export_image_model, export_tabular_model};
 use crate::data::{ImageSubset, Table};
 use crate::model::ImageModel;
 use crate::train::TrainError;
@@ -30,8 +30,8 @@ pub trait ImageClassifier {
     /// The most likely class of each image (CHW pixels of the model's shape) and its
     /// probability.
     fn classify(&self, images: &[&[u8]]) -> Vec<(usize, f32)>;
-    /// Writes its weights as safetensors under PyTorch's names, and the sidecar.
-    fn export(&self, weights: &Path) -> Result<(), TrainError>;
+    /// Writes it to `output` in `format`, and the sidecar.
+    fn export(&self, output: &Path, format: ExportFormat) -> Result<(), TrainError>;
 }
 
 /// A trained tabular model on its device.
@@ -48,8 +48,8 @@ pub trait RowModel {
     /// Each dense layer's learned values, the first layer first: what a linear fit's
     /// coefficients are read from.
     fn dense_layers(&self) -> Vec<DenseValues>;
-    /// Writes its weights as safetensors under PyTorch's names, and the sidecar.
-    fn export(&self, weights: &Path) -> Result<(), TrainError>;
+    /// Writes it to `output` in `format`, and the sidecar.
+    fn export(&self, output: &Path, format: ExportFormat) -> Result<(), TrainError>;
 }
 
 /// A dense layer's learned values, on the host.
@@ -112,8 +112,8 @@ impl<B: KernelBackend> ImageClassifier for ImageOnDevice<B> {
         predictions
     }
 
-    fn export(&self, weights: &Path) -> Result<(), TrainError> {
-        export_image_model(&self.model, &self.saved, weights)
+    fn export(&self, output: &Path, format: ExportFormat) -> Result<(), TrainError> {
+        export_image_model(&self.model, &self.saved, output, format)
     }
 }
 
@@ -148,7 +148,7 @@ impl<B: KernelBackend> RowModel for RowsOnDevice<B> {
             .collect()
     }
 
-    fn export(&self, weights: &Path) -> Result<(), TrainError> {
-        export_tabular_model(&self.model, weights)
+    fn export(&self, output: &Path, format: ExportFormat) -> Result<(), TrainError> {
+        export_tabular_model(&self.model, output, format)
     }
 }

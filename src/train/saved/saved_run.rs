@@ -9,8 +9,9 @@ use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 
 use crate::model::{ImageModel, ImageModelConfig};
 
-use super::export::{Export, ExportedRun};
+use super::export::Export;
 use super::on_device::{CLASSIFY_BATCH, ImageClassifier, ImageOnDevice, RowModel, RowsOnDevice};
+use super::sidecar::ExportedRun;
 use super::torch_names::read_weights;
 use crate::device::{BackendError, BackendKind, BackendTask, run_on};
 use crate::train::TrainError;

@@ -303,6 +303,7 @@ where
     let train_rows = splits.train.inputs.rows();
     let batch = config.batch(train_rows);
     let learning_rate = config.optimizer.learning_rate();
+    let valid_batch = VALID_BATCH.max(batch);
     let train_loop = TrainLoop {
         run,
         settings: config,
@@ -315,6 +316,8 @@ where
         patience: config.patience,
         batch_size: batch,
         learning_rate,
+        valid_batch_size: valid_batch,
+        examples: "rows",
     };
     train_loop.run(|resume_after| {
         let standardized = |rows: &Rows| {
@@ -342,7 +345,7 @@ where
             &splits.valid.targets,
             device,
         ))
-        .batch_size(VALID_BATCH.max(batch))
+        .batch_size(valid_batch)
         .set_device(device.clone())
         .build(InMemDataset::new((0..valid_rows).collect()));
         let mut training = SupervisedTraining::new(run.dir.root(), train_loader, valid_loader)
