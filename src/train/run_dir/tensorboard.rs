@@ -359,10 +359,7 @@ pub(crate) fn discard_events_after(
                 .filter(|event| event_epoch(event, iterations) <= keep)
                 .collect();
             if kept.len() < events.len() {
-                let bytes: Vec<u8> = kept
-                    .into_iter()
-                    .flat_map(|event| encode_record(event))
-                    .collect();
+                let bytes: Vec<u8> = kept.into_iter().flat_map(encode_record).collect();
                 write_atomically(&path, &bytes)?;
             }
         }
