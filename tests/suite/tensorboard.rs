@@ -42,10 +42,12 @@ fn read_events(python: &Path, folder: &Path) -> (BTreeMap<String, Vec<(i64, f64)
     (scalars, read["hparams"].clone())
 }
 
-/// The entries of burn-train's metric logs in `run_dir`: for each `(metric, split)` the
-/// `(value, count)` of every logged iteration, epoch by epoch.
-fn metric_logs(run_dir: &Path) -> BTreeMap<(String, String), Vec<Vec<(f64, f64)>>> {
-    let mut logs: BTreeMap<(String, String), Vec<Vec<(f64, f64)>>> = BTreeMap::new();
+/// Each `(metric, split)`'s logged `(value, count)`s, epoch by epoch.
+type MetricLogs = BTreeMap<(String, String), Vec<Vec<(f64, f64)>>>;
+
+/// The entries of burn-train's metric logs in `run_dir`.
+fn metric_logs(run_dir: &Path) -> MetricLogs {
+    let mut logs = MetricLogs::new();
     for split in ["train", "valid"] {
         for epoch in 1.. {
             let dir = run_dir.join(split).join(format!("epoch-{epoch}"));
