@@ -61,6 +61,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .with_optimizer(OptimizerConfig::Sgd {
             learning_rate: 0.05,
             momentum: 0.9,
+            nesterov: false,
             l2: 0.0,
         })
         .with_batch_size(Some(64))

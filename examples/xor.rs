@@ -41,6 +41,7 @@ fn xor_config() -> TabularConfig {
     .with_optimizer(OptimizerConfig::Sgd {
         learning_rate: 0.5,
         momentum: 0.9,
+        nesterov: false,
         l2: 0.0,
     })
     .with_epochs(1000)

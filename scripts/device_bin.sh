@@ -1,5 +1,6 @@
 # Sourced by the scripts that run on a GPU machine without a Rust toolchain
-# (scripts/gpu_stages.sh, scripts/backend_bench_on_gpu.sh, scripts/training_speed_on_gpu.sh).
+# (scripts/gpu_stages.sh, scripts/backend_bench_on_gpu.sh, scripts/training_speed_on_gpu.sh,
+# scripts/resnet20_recipe_on_gpu.sh).
 #
 # The packed layout: build the release binaries here, then put them in .device-bin/ at the
 # repository root (it is git-ignored), each named after its Cargo target and compressed with

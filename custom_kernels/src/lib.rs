@@ -36,7 +36,8 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 
 pub use kernels::geometry::NO_ARGMAX;
 pub use options::{
-    AdamStep, ConvOptions2d, DenseActivation, GradsWanted, PoolOptions2d, window_output_size,
+    AdamStep, ConvOptions2d, DenseActivation, GradsWanted, MomentumStep, PoolOptions2d,
+    window_output_size,
 };
 pub use precision::Precision;
 pub use tensor_ops::{
@@ -203,25 +204,17 @@ pub trait KernelBackend: Backend {
         reference::sgd_update::<Self>(params, grads, lr, weight_decay)
     }
 
-    /// SGD step with momentum μ of a group of parameters: for each, `(param − lr · v', v')`
-    /// with `v' = μ · velocity + g` and `g` as in [`Self::sgd_update`]; velocities and
-    /// gradients have their parameter's shape. Returns the updated parameters and velocities.
+    /// SGD step with momentum μ of a group of parameters: for each, `(param − lr · d, v')`
+    /// with `v' = μ · velocity + g`, `g` as in [`Self::sgd_update`], and the direction
+    /// `d = v'` (or `g + μ · v'` with Nesterov's momentum); velocities and gradients have
+    /// their parameter's shape. Returns the updated parameters and velocities.
     fn sgd_momentum_update(
         params: Vec<FloatTensor<Self>>,
         grads: Vec<FloatTensor<Self>>,
         velocities: Vec<FloatTensor<Self>>,
-        lr: f64,
-        momentum: f64,
-        weight_decay: f64,
+        step: MomentumStep,
     ) -> (Vec<FloatTensor<Self>>, Vec<FloatTensor<Self>>) {
-        reference::sgd_momentum_update::<Self>(
-            params,
-            grads,
-            velocities,
-            lr,
-            momentum,
-            weight_decay,
-        )
+        reference::sgd_momentum_update::<Self>(params, grads, velocities, step)
     }
 
     /// Adam step (Burn's, without AMSGrad) of a group of parameters at the same step count:

@@ -132,6 +132,19 @@ impl AdamStep {
     }
 }
 
+/// One SGD-with-momentum step's scalars (see [`crate::KernelBackend::sgd_momentum_update`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MomentumStep {
+    pub lr: f64,
+    /// Momentum μ: `v' = μ · v + g`.
+    pub momentum: f64,
+    /// The L2 penalty λ folded into each gradient as `g + λ·param` (0: none).
+    pub weight_decay: f64,
+    /// Nesterov's momentum, as PyTorch's `nesterov=True`: the step is `g + μ · v'` instead
+    /// of `v'`, looking ahead along the velocity.
+    pub nesterov: bool,
+}
+
 /// What a dense layer applies to its outputs, inside its own kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DenseActivation {

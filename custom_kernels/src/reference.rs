@@ -10,8 +10,8 @@ use burn::tensor::{Slice, TensorMetadata};
 
 use crate::tensor_ops::{float, from_float};
 use crate::{
-    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, NO_ARGMAX,
-    PendingRead, PoolOptions2d,
+    AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, LayerGrads, MomentumStep,
+    NO_ARGMAX, PendingRead, PoolOptions2d,
 };
 
 fn burn_conv_options(options: ConvOptions2d) -> ConvOptions<2> {
@@ -268,17 +268,26 @@ pub fn sgd_momentum_update<B: Backend>(
     params: Vec<FloatTensor<B>>,
     grads: Vec<FloatTensor<B>>,
     velocities: Vec<FloatTensor<B>>,
-    lr: f64,
-    momentum: f64,
-    weight_decay: f64,
+    sgd: MomentumStep,
 ) -> (Vec<FloatTensor<B>>, Vec<FloatTensor<B>>) {
-    let grads = with_weight_decay::<B>(&params, grads, weight_decay);
-    let velocities: Vec<_> = velocities
-        .into_iter()
-        .zip(grads)
-        .map(|(velocity, grad)| B::float_add(B::float_mul_scalar(velocity, momentum.into()), grad))
-        .collect();
-    (step::<B>(params, velocities.clone(), lr), velocities)
+    let grads = with_weight_decay::<B>(&params, grads, sgd.weight_decay);
+    let mut new_velocities = Vec::new();
+    let mut directions = Vec::new();
+    for (velocity, grad) in velocities.into_iter().zip(grads) {
+        let velocity = B::float_add(
+            B::float_mul_scalar(velocity, sgd.momentum.into()),
+            grad.clone(),
+        );
+        directions.push(match sgd.nesterov {
+            true => B::float_add(
+                grad,
+                B::float_mul_scalar(velocity.clone(), sgd.momentum.into()),
+            ),
+            false => velocity.clone(),
+        });
+        new_velocities.push(velocity);
+    }
+    (step::<B>(params, directions, sgd.lr), new_velocities)
 }
 
 pub fn adam_update<B: Backend>(

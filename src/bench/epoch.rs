@@ -65,6 +65,6 @@ pub fn time_epoch<B: AutodiffKernelBackend>(
     EpochResult {
         images,
         seconds,
-        test_accuracy: evaluate(&model.valid(), test, device).accuracy(),
+        test_accuracy: evaluate(&model.valid(), test, device, false).accuracy(),
     }
 }

@@ -220,7 +220,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
             marks.push(EpochMark {
                 epoch: epoch + 1,
                 train_seconds,
-                test_accuracy: evaluate(&model.valid(), test, device).accuracy(),
+                test_accuracy: evaluate(&model.valid(), test, device, false).accuracy(),
             });
         }
         Ok(SpeedrunResult { seed, marks })
@@ -242,6 +242,7 @@ impl<B: AutodiffKernelBackend> Trainer<'_, B> {
         ImageBatch {
             images: self.data.images.clone().select(0, order.clone()),
             targets: self.data.targets.clone().select(0, order),
+            label_smoothing: 0.0,
         }
     }
 

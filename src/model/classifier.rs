@@ -141,12 +141,22 @@ impl<B: KernelBackend> ImageModel<B> {
         }
     }
 
-    /// Logits and softmax cross-entropy loss against the batch's classes.
+    /// Class logits averaged over each image and its left-right mirror: the test-time
+    /// flips of a run trained on flipped images.
+    pub fn forward_with_flips(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+        let mirrored = images.clone().flip([3]);
+        (self.forward(images) + self.forward(mirrored)).mul_scalar(0.5)
+    }
+
+    /// Logits and softmax cross-entropy loss against the batch's classes, with the
+    /// batch's label smoothing.
     pub fn forward_classification(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
         let output = self.forward(batch.images);
-        let loss = self
-            .kernels()
-            .cross_entropy(output.clone(), batch.targets.clone());
+        let loss = self.kernels().smoothed_cross_entropy(
+            output.clone(),
+            batch.targets.clone(),
+            batch.label_smoothing,
+        );
         ClassificationOutput {
             loss,
             output,
@@ -227,6 +237,7 @@ mod tests {
         let batch = ImageBatch {
             images: Tensor::random([3, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device),
             targets: Tensor::from_ints([1, 7, 7], &device),
+            label_smoothing: 0.1,
         };
 
         let output = TrainStep::step(&model, batch.clone());

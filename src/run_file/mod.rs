@@ -208,8 +208,8 @@ mod tests {
     use super::*;
     use crate::data::{Augment, ImageSource};
     use crate::model::{ImageModelConfig, Precision};
-    use crate::train::ImageJob;
     use crate::train::tabular::TabularJob;
+    use crate::train::{ImageJob, LrSchedule};
 
     fn parse(text: &str) -> Result<RunConfig, ConfigError> {
         RunConfig::parse(text, Path::new("run.toml"))
@@ -348,7 +348,14 @@ mod tests {
             panic!("an image job")
         };
         assert!(matches!(source, ImageSource::ImageFolder { .. }));
-        assert_eq!(config.augment, Some(Augment { flip: true, pad: 4 }));
+        assert_eq!(
+            config.augment,
+            Some(Augment {
+                flip: true,
+                pad: 4,
+                ..Augment::default()
+            })
+        );
         assert_eq!(config.limit_train, Some(100));
         assert!(matches!(config.model, ImageModelConfig::Cnn(_)));
         assert_eq!(parse(&resolved.to_toml()).unwrap(), resolved);
@@ -372,11 +379,64 @@ mod tests {
             .resolve()
             .unwrap_err();
         assert!(err.to_string().contains("MLP"), "{err}");
-        let err =
-            parse("[data]\nkind = \"mnist\"\n[optimizer]\nkind = \"sgd\"\nlearning_rate = 0.1\n")
-                .unwrap()
-                .resolve()
-                .unwrap_err();
-        assert!(err.to_string().contains("Adam"), "{err}");
+        let err = parse(
+            "[data]\nkind = \"generated\"\ngenerator = \"xor\"\n[model]\nkind = \"mlp\"\n\
+             task = \"binary\"\n[training]\nlabel_smoothing = 0.1\n",
+        )
+        .unwrap()
+        .resolve()
+        .unwrap_err();
+        assert!(err.to_string().contains("for image runs"), "{err}");
+        let err = parse(
+            "[data]\nkind = \"mnist\"\n[optimizer]\nkind = \"sgd\"\nlearning_rate = 0.1\n\
+             nesterov = true\n",
+        )
+        .unwrap()
+        .resolve()
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("nesterov needs a momentum"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_image_recipe_resolves_into_its_training_settings_and_prints_back() {
+        let text = "[data]\nkind = \"mnist\"\ndir = \"m\"\nflip = true\npad = 4\ncutout = 8\n\
+                    [optimizer]\nkind = \"sgd\"\nlearning_rate = 0.1\nmomentum = 0.9\n\
+                    nesterov = true\nl2 = 5e-4\n\
+                    [training]\nschedule = \"constant\"\nlabel_smoothing = 0.2\ntest_flips = true\n";
+        let (resolved, job) = parse(text).unwrap().resolve().unwrap();
+        let Job::Image(ImageJob { config, .. }) = job else {
+            panic!("an image job")
+        };
+        assert_eq!(
+            config.optimizer_settings(),
+            OptimizerConfig::Sgd {
+                learning_rate: 0.1,
+                momentum: 0.9,
+                nesterov: true,
+                l2: 5e-4,
+            }
+        );
+        assert_eq!(config.schedule, Some(LrSchedule::Constant));
+        assert!(config.test_flips());
+        let augment = config.augment.unwrap();
+        assert_eq!((augment.cutout, augment.label_smoothing), (8, 0.2));
+        assert_eq!(parse(&resolved.to_toml()).unwrap(), resolved);
+        // Without them: Adam, cosine, no smoothing, no flips at test time.
+        let (_, job) = parse("[data]\nkind = \"mnist\"\ndir = \"m\"\n")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        let Job::Image(ImageJob { config, .. }) = job else {
+            panic!("an image job")
+        };
+        assert!(matches!(
+            config.optimizer_settings(),
+            OptimizerConfig::Adam { l2: 0.0, .. }
+        ));
+        assert_eq!(config.schedule, Some(LrSchedule::Cosine));
+        assert!(!config.test_flips() && config.augment.is_none());
     }
 }

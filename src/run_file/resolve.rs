@@ -6,9 +6,10 @@ use std::path::Path;
 use crate::data::{Augment, IMAGE_PIXELS, ImageSource, MnistSource, NUM_CLASSES};
 use crate::device::BackendKind;
 use crate::model::{CnnConfig, ImageModelConfig, LeNetConfig, MlpConfig, SimpleCnnConfig};
-use crate::train::tabular::{OptimizerConfig, TabularConfig, TabularJob, TabularReport};
+use crate::train::tabular::{TabularConfig, TabularJob, TabularReport};
 use crate::train::{
-    ConfusionMatrix, ImageJob, ImageTrainingConfig, Run, RunError, RunJob, accuracy_line, launch,
+    ConfusionMatrix, ImageJob, ImageOptimizer, ImageTrainingConfig, OptimizerConfig, Run, RunError,
+    RunJob, accuracy_line, launch,
 };
 
 use super::*;
@@ -79,7 +80,7 @@ impl RunConfig {
         Ok((resolved, job))
     }
 
-    /// An image run: the network, Adam's learning rate and the training settings, each
+    /// An image run: the network, its optimizer and the training settings, each
     /// absent value taken from [`ImageTrainingConfig`]'s defaults and written into `resolved`.
     fn resolve_images(
         &self,
@@ -88,29 +89,18 @@ impl RunConfig {
         resolved: &mut RunConfig,
     ) -> Result<Job, ConfigError> {
         let defaults = image_defaults();
-        let learning_rate = match self.optimizer {
-            None => defaults.learning_rate,
-            Some(OptimizerConfig::Adam {
-                learning_rate,
-                l2: 0.0,
-            }) => learning_rate,
-            Some(_) => {
-                return Err(ConfigError::Invalid(
-                    "image runs train with Adam (cosine-annealed, no L2): set [optimizer] \
-                     kind = \"adam\" and only learning_rate"
-                        .into(),
-                ));
-            }
-        };
-        resolved.optimizer = Some(OptimizerConfig::Adam {
-            learning_rate,
+        let optimizer = self.optimizer.unwrap_or(OptimizerConfig::Adam {
+            learning_rate: defaults.learning_rate,
             l2: 0.0,
         });
+        resolved.optimizer = Some(optimizer);
+        let t = &self.training;
         let augment = Augment {
             flip: options.flip,
             pad: options.pad,
+            cutout: options.cutout,
+            label_smoothing: t.label_smoothing.unwrap_or(0.0),
         };
-        let t = &self.training;
         let config = ImageTrainingConfig::new(self.image_model()?)
             .with_epochs(t.epochs.unwrap_or(defaults.epochs))
             .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
@@ -118,7 +108,11 @@ impl RunConfig {
             .with_seed(t.seed.unwrap_or(defaults.seed))
             .with_workers(t.workers.unwrap_or(defaults.workers))
             .with_device_data_mb(t.device_data_mb.unwrap_or(defaults.device_data_mb))
-            .with_learning_rate(learning_rate)
+            .with_learning_rate(optimizer.learning_rate())
+            .with_optimizer(Some(ImageOptimizer::of(optimizer)))
+            .with_weight_decay(Some(optimizer.l2()))
+            .with_schedule(Some(t.schedule.unwrap_or_default()))
+            .with_test_flips(Some(t.test_flips.unwrap_or(false)))
             .with_valid_fraction(options.valid_fraction)
             .with_limit_train(options.limit_train)
             .with_limit_test(options.limit_test)
@@ -134,6 +128,9 @@ impl RunConfig {
             device_data_mb: Some(config.device_data_mb),
             devices: Some(config.devices.clone()),
             tensorboard: Some(t.tensorboard.unwrap_or(true)),
+            schedule: config.schedule,
+            label_smoothing: Some(augment.label_smoothing),
+            test_flips: config.test_flips,
         };
         config
             .validate()
@@ -225,8 +222,18 @@ impl RunConfig {
             return invalid("set [model] task = \"regression\", \"binary\" or \"multiclass\"");
         };
         let t = &self.training;
-        if t.workers.is_some() || t.device_data_mb.is_some() {
-            return invalid("[training] workers and device_data_mb are for image runs");
+        let image_keys = [
+            t.workers.is_some(),
+            t.device_data_mb.is_some(),
+            t.schedule.is_some(),
+            t.label_smoothing.is_some(),
+            t.test_flips.is_some(),
+        ];
+        if image_keys.contains(&true) {
+            return invalid(
+                "[training] workers, device_data_mb, schedule, label_smoothing and test_flips \
+                 are for image runs",
+            );
         }
         if t.devices.as_ref().is_some_and(|devices| devices.len() > 1) {
             return invalid("tabular runs train on one device: give training.devices one index");
@@ -260,6 +267,7 @@ impl RunConfig {
             device_data_mb: None,
             devices: None,
             tensorboard: Some(t.tensorboard.unwrap_or(true)),
+            ..TrainingSection::default()
         };
         Ok(Job::Tabular(TabularJob { config, data }))
     }

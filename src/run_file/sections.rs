@@ -10,8 +10,8 @@ use crate::model::{
     Activation, CnnConfig, ImageModelConfig, Kernels, LayerSpecs, LeNetConfig, Precision,
     SimpleCnnConfig, Task,
 };
-use crate::train::ImageTrainingConfig;
 use crate::train::tabular::TabularConfig;
+use crate::train::{ImageTrainingConfig, LrSchedule};
 
 /// What the run trains on: images (`kind = "mnist"`, `"image_folder"`, `"idx"` or
 /// `"cifar"`, each with the [`ImageOptions`] keys beside its own) or a table (`"csv"`,
@@ -48,10 +48,20 @@ pub struct ImageOptions {
     /// Pad training images with this many zeros a side and crop them back at random.
     #[serde(default)]
     pub pad: usize,
+    /// Zero a square of this side at a random place of each training image.
+    #[serde(default)]
+    pub cutout: usize,
 }
 
 /// The keys of [`ImageOptions`], taken out of `[data]` before its source is read.
-const IMAGE_OPTION_KEYS: [&str; 5] = ["limit_train", "limit_test", "valid_fraction", "flip", "pad"];
+const IMAGE_OPTION_KEYS: [&str; 6] = [
+    "limit_train",
+    "limit_test",
+    "valid_fraction",
+    "flip",
+    "pad",
+    "cutout",
+];
 /// `[data]` kinds of image runs.
 const IMAGE_KINDS: [&str; 4] = ["mnist", "image_folder", "idx", "cifar"];
 
@@ -366,4 +376,10 @@ pub struct TrainingSection {
     pub devices: Option<Vec<usize>>,
     /// TensorBoard's event files in `<artifact_dir>/tensorboard/` [default: true].
     pub tensorboard: Option<bool>,
+    /// Images: how the learning rate moves over the run [default: cosine].
+    pub schedule: Option<LrSchedule>,
+    /// Images: label smoothing ε of the training loss [default: 0].
+    pub label_smoothing: Option<f32>,
+    /// Images: classify test images with their mirrors too [default: false].
+    pub test_flips: Option<bool>,
 }

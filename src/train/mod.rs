@@ -22,10 +22,12 @@ pub use fit::run::{Run, RunJob};
 pub use fit::stop_now::end_now;
 pub use fit::stops::{StopPoint, StopRequest, handle_stop_signals, request_stop};
 pub use fit::watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
-pub use jobs::config::ImageTrainingConfig;
+pub use jobs::config::{ImageOptimizer, ImageTrainingConfig};
 pub use jobs::images::{ImageJob, ImageSplits, SavedImageConfig, accuracy_line, evaluate, train};
 pub use optim::fused_adam::{FusedAdam, FusedAdamConfig};
 pub use optim::fused_sgd::{FusedSgd, FusedSgdConfig};
+pub use optim::optimizer_config::OptimizerConfig;
+pub use optim::schedule::{LrSchedule, RunSchedule};
 pub use run_dir::artifacts::{
     BestEpoch, load_model, plot_learning_curves, restore_best_epoch, save_config, save_model,
     valid_losses,

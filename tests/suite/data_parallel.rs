@@ -129,7 +129,7 @@ fn a_run_on_two_cpu_handles_learns_and_records_its_devices() {
     let run = Run::fresh(RunDir::claim(dir.path(), &[]).unwrap());
     assert_eq!(devices.len(), 2);
     let (model, speed) = train::<B>(&config, &splits, &run, &devices).unwrap();
-    let accuracy = evaluate(&model, &splits.test, &devices[0]).accuracy();
+    let accuracy = evaluate(&model, &splits.test, &devices[0], false).accuracy();
     assert!(accuracy >= 0.8, "test accuracy {accuracy}");
     let speed = speed.expect("two epochs trained");
     assert_eq!(speed.devices, 2);

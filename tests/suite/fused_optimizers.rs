@@ -59,19 +59,29 @@ fn assert_close(ours: &[Vec<f32>], burn: &[Vec<f32>]) {
 }
 
 #[test]
-fn fused_sgd_matches_burns_sgd_with_and_without_momentum_and_weight_decay() {
-    for (momentum, decay) in [(0.0, 0.0), (0.9, 0.0), (0.0, 0.01), (0.9, 0.01)] {
+fn fused_sgd_matches_burns_sgd_with_and_without_momentum_nesterov_and_weight_decay() {
+    let settings = [
+        (0.0, false, 0.0),
+        (0.9, false, 0.0),
+        (0.0, false, 0.01),
+        (0.9, false, 0.01),
+        (0.85, true, 0.0),
+        (0.9, true, 5e-4),
+    ];
+    for (momentum, nesterov, decay) in settings {
         let burn_config = SgdConfig::new()
             .with_momentum((momentum > 0.0).then(|| {
                 MomentumConfig::new()
                     .with_momentum(momentum)
                     .with_dampening(0.0)
+                    .with_nesterov(nesterov)
             }))
             .with_weight_decay((decay > 0.0).then(|| WeightDecayConfig::new(decay as f32)));
         let start = lenet();
         let burn = train(start.clone(), &mut burn_config.init(), STEPS);
         let mut fused = FusedSgdConfig::new()
             .with_momentum(momentum)
+            .with_nesterov(nesterov)
             .with_weight_decay(decay)
             .init();
         let ours = train(start.clone(), &mut fused, STEPS);

@@ -66,7 +66,7 @@ pub(crate) fn shape_image(class: usize, rng: &mut StdRng) -> RgbImage {
 }
 
 /// `per_class` PNGs of every class under `root/<class>/`.
-fn write_folder(root: &Path, per_class: usize, seed: u64) {
+pub(crate) fn write_folder(root: &Path, per_class: usize, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     for (class, name) in CLASSES.iter().enumerate() {
         let folder = root.join(name);
@@ -100,7 +100,7 @@ fn run_file(dir: &Path, root: &Path, test_root: Option<&Path>, extra_data: &str)
 }
 
 /// The accuracy in `test accuracy: NN.NN%`.
-fn accuracy(stdout: &str) -> f64 {
+pub(crate) fn accuracy(stdout: &str) -> f64 {
     stdout
         .lines()
         .find_map(|line| line.strip_prefix("test accuracy: "))
@@ -143,7 +143,7 @@ fn an_rgb_image_folder_trains_evaluates_and_predicts() {
     assert_eq!(saved["normalization"]["mean"].as_array().unwrap().len(), 3);
     assert_eq!(
         saved["augment"],
-        serde_json::json!({ "flip": true, "pad": 2 })
+        serde_json::json!({ "flip": true, "pad": 2, "cutout": 0, "label_smoothing": 0.0 })
     );
     assert!(artifacts.join("cache/train-images.cache").is_file());
 

@@ -14,6 +14,7 @@ mod mnist_data;
 mod models;
 mod onnx_export;
 mod readme;
+mod recipes;
 mod stops;
 mod tabular;
 mod tensorboard;

@@ -35,6 +35,7 @@ fn xor_net_gets_all_four_points() {
         .with_optimizer(OptimizerConfig::Sgd {
             learning_rate: 0.5,
             momentum: 0.9,
+            nesterov: false,
             l2: 0.0,
         })
         .with_epochs(600)
@@ -399,6 +400,7 @@ fn impossible_settings_are_refused() {
     let sgd = |learning_rate, momentum, l2| OptimizerConfig::Sgd {
         learning_rate,
         momentum,
+        nesterov: false,
         l2,
     };
     assert!(refused(base().with_optimizer(sgd(0.0, 0.9, 0.0))).contains("learning rate"));

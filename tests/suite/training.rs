@@ -38,7 +38,7 @@ fn seeded_simple_cnn_learns_digits_from_2000_images() {
     let run = Run::fresh(RunDir::claim(dir.path(), &[]).unwrap());
     let device = Default::default();
     let (model, _) = train::<B>(&config, &splits, &run, &[device]).unwrap();
-    let accuracy = evaluate(&model, &splits.test, &device).accuracy();
+    let accuracy = evaluate(&model, &splits.test, &device, false).accuracy();
     assert!(accuracy >= 0.85, "test accuracy {accuracy}");
 
     for file in [CONFIG_FILE, MODEL_FILE, CURVES_FILE] {
@@ -70,7 +70,7 @@ fn mlp_trains_on_flattened_digits() {
     let run = Run::fresh(RunDir::claim(dir.path(), &[]).unwrap());
     let device = Default::default();
     let (model, _) = train::<B>(&config, &splits, &run, &[device]).unwrap();
-    let accuracy = evaluate(&model, &splits.test, &device).accuracy();
+    let accuracy = evaluate(&model, &splits.test, &device, false).accuracy();
     assert!(accuracy >= 0.75, "test accuracy {accuracy}");
 }
 

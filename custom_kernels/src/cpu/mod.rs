@@ -20,7 +20,7 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::{
     AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, InputCopy, KernelBackend,
-    LayerGrads, PoolOptions2d, reference,
+    LayerGrads, MomentumStep, PoolOptions2d, reference,
 };
 
 impl KernelBackend for NdArray {
@@ -169,21 +169,12 @@ impl KernelBackend for NdArray {
         params: Vec<FloatTensor<Self>>,
         grads: Vec<FloatTensor<Self>>,
         velocities: Vec<FloatTensor<Self>>,
-        lr: f64,
-        momentum: f64,
-        weight_decay: f64,
+        step: MomentumStep,
     ) -> (Vec<FloatTensor<Self>>, Vec<FloatTensor<Self>>) {
         if !params.iter().all(kernels_take) {
-            return reference::sgd_momentum_update::<Self>(
-                params,
-                grads,
-                velocities,
-                lr,
-                momentum,
-                weight_decay,
-            );
+            return reference::sgd_momentum_update::<Self>(params, grads, velocities, step);
         }
-        update::sgd_momentum(&params, &grads, &velocities, lr, momentum, weight_decay)
+        update::sgd_momentum(&params, &grads, &velocities, step)
     }
 
     fn adam_update(

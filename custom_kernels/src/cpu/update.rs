@@ -6,7 +6,7 @@ use burn::backend::ndarray::NdArrayTensor;
 use rayon::prelude::*;
 
 use super::tensor::{dims, output, tensor, values};
-use crate::{AdamMoments, AdamStep};
+use crate::{AdamMoments, AdamStep, MomentumStep};
 
 /// Elements below which the threads cost more than the work.
 const ELEMENTS_PER_TASK: usize = 1 << 14;
@@ -35,17 +35,20 @@ pub(super) fn sgd(
         .collect()
 }
 
-/// With momentum μ: `v' = μ · velocity + grad + weight_decay · param`, then
-/// `param − lr · v'`, for each parameter; returns the parameters and the velocities.
+/// The momentum step of each parameter and its velocity (see
+/// [`crate::KernelBackend::sgd_momentum_update`]); returns the parameters and the velocities.
 pub(super) fn sgd_momentum(
     params: &[NdArrayTensor],
     grads: &[NdArrayTensor],
     velocities: &[NdArrayTensor],
-    lr: f64,
-    momentum: f64,
-    weight_decay: f64,
+    step: MomentumStep,
 ) -> (Vec<NdArrayTensor>, Vec<NdArrayTensor>) {
-    let (lr, mu, decay) = (lr as f32, momentum as f32, weight_decay as f32);
+    let (lr, mu, decay) = (
+        step.lr as f32,
+        step.momentum as f32,
+        step.weight_decay as f32,
+    );
+    let nesterov = step.nesterov;
     params
         .iter()
         .zip(grads)
@@ -59,8 +62,12 @@ pub(super) fn sgd_momentum(
                 .zip(new_velocity.par_iter_mut())
                 .zip(p.par_iter().zip(g.par_iter()).zip(v.par_iter()))
                 .for_each(|((out, out_v), ((p, g), v))| {
-                    *out_v = mu * v + (g + decay * p);
-                    *out = p - lr * *out_v;
+                    let g = g + decay * p;
+                    *out_v = mu * v + g;
+                    *out = match nesterov {
+                        true => p - lr * (g + mu * *out_v),
+                        false => p - lr * *out_v,
+                    };
                 });
             let shape = dims(param);
             (tensor(updated, &shape), tensor(new_velocity, &shape))

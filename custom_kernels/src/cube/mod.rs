@@ -23,7 +23,7 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 
 use crate::{
     AdamMoments, AdamStep, ConvOptions2d, DenseActivation, GradsWanted, InputCopy, KernelBackend,
-    LayerGrads, PendingRead, PoolOptions2d, Precision,
+    LayerGrads, MomentumStep, PendingRead, PoolOptions2d, Precision,
 };
 
 impl<R, F, I, BT> KernelBackend for CubeBackend<R, F, I, BT>
@@ -141,11 +141,9 @@ where
         params: Vec<CubeTensor<R>>,
         grads: Vec<CubeTensor<R>>,
         velocities: Vec<CubeTensor<R>>,
-        lr: f64,
-        momentum: f64,
-        weight_decay: f64,
+        step: MomentumStep,
     ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
-        update::sgd_momentum::<R, F>(params, grads, velocities, lr, momentum, weight_decay)
+        update::sgd_momentum::<R, F>(params, grads, velocities, step)
     }
 
     fn adam_update(

@@ -10,7 +10,7 @@ use super::alloc::empty_tensors;
 use super::grid::elementwise_over;
 use super::launch::launch;
 use crate::kernels::update::{adam_update, sgd_momentum_update, sgd_update};
-use crate::{AdamMoments, AdamStep};
+use crate::{AdamMoments, AdamStep, MomentumStep};
 
 /// `param − lr · (grad + weight_decay · param)` for each parameter.
 pub(crate) fn sgd<R: CubeRuntime, F: FloatElement>(
@@ -37,15 +37,13 @@ pub(crate) fn sgd<R: CubeRuntime, F: FloatElement>(
     all_updated
 }
 
-/// `(param − lr · v', v')` with `v' = momentum · velocity + grad + weight_decay · param` for
-/// each parameter.
+/// The momentum step of each parameter and its velocity (see
+/// [`crate::KernelBackend::sgd_momentum_update`]).
 pub(crate) fn sgd_momentum<R: CubeRuntime, F: FloatElement>(
     params: Vec<CubeTensor<R>>,
     grads: Vec<CubeTensor<R>>,
     velocities: Vec<CubeTensor<R>>,
-    lr: f64,
-    momentum: f64,
-    weight_decay: f64,
+    step: MomentumStep,
 ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
     let (mut all_updated, mut all_velocities) = (Vec::new(), Vec::new());
     for group in UpdateGroup::split([params, grads, velocities], 5) {
@@ -60,9 +58,10 @@ pub(crate) fn sgd_momentum<R: CubeRuntime, F: FloatElement>(
             group.inputs(2),
             sequence(&updated),
             sequence(&updated_velocities),
-            lr as f32,
-            momentum as f32,
-            weight_decay as f32,
+            step.lr as f32,
+            step.momentum as f32,
+            step.weight_decay as f32,
+            step.nesterov,
         ));
         all_updated.extend(updated);
         all_velocities.extend(updated_velocities);

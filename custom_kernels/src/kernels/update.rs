@@ -3,7 +3,7 @@
 //! momentum, three more), its `Adam` thirteen:
 //!
 //!   plain:     p' = p − lr · g
-//!   momentum:  v' = μ · v + g,   p' = p − lr · v'
+//!   momentum:  v' = μ · v + g,   p' = p − lr · v'   (Nesterov: p' = p − lr · (g + μ · v'))
 //!   Adam:      m' = β1 · m + (1 − β1) · g,   v' = β2 · v + (1 − β2) · g²,
 //!              p' = p − lr · (m' · c) / (√v' + ε·b)   (b, c: the bias corrections of step t)
 //!
@@ -35,6 +35,7 @@ pub fn sgd_update<F: Float>(
 }
 
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn sgd_momentum_update<F: Float>(
     params: &Sequence<Array<F>>,
     grads: &Sequence<Array<F>>,
@@ -44,6 +45,7 @@ pub fn sgd_momentum_update<F: Float>(
     lr: f32,
     momentum: f32,
     weight_decay: f32,
+    #[comptime] nesterov: bool,
 ) {
     let pos = ABSOLUTE_POS;
     #[unroll]
@@ -54,7 +56,12 @@ pub fn sgd_momentum_update<F: Float>(
             let velocity = velocities.index(i);
             let v = F::cast_from(momentum) * velocity[pos] + grad;
             updated_velocities.index_mut(i)[pos] = v;
-            updated.index_mut(i)[pos] = param[pos] - F::cast_from(lr) * v;
+            if nesterov {
+                updated.index_mut(i)[pos] =
+                    param[pos] - F::cast_from(lr) * (grad + F::cast_from(momentum) * v);
+            } else {
+                updated.index_mut(i)[pos] = param[pos] - F::cast_from(lr) * v;
+            }
         }
     }
 }

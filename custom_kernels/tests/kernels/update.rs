@@ -1,4 +1,4 @@
-//! The group SGD updates (plain and with momentum) and Adam updates against float64 on the
+//! The group SGD updates (plain, with momentum, with Nesterov's momentum) and Adam updates against float64 on the
 //! host: each parameter shape alone, and all of them (ranks 1, 2 and 4 mixed, sizes around
 //! the launch's cube size) as one group, in both orders; with weight decay in about half of
 //! the groups and without (λ = 0) in the rest; Adam at its first step (zero moments) and at
@@ -9,7 +9,7 @@ use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{TensorMetadata, TensorPrimitive};
 use cubenet_kernels::testing::with_default_bodies;
-use cubenet_kernels::{AdamMoments, AdamStep, AutodiffKernelBackend, KernelBackend};
+use cubenet_kernels::{AdamMoments, AdamStep, AutodiffKernelBackend, KernelBackend, MomentumStep};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -78,8 +78,9 @@ fn values_of<B: Backend>(tensor: FloatTensor<B>, index: usize) -> Vec<f32> {
     floats(Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(flat)))
 }
 
-/// (plain, with momentum, new velocity) of each parameter of `group`, by the kernels of `B`.
-fn run<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 3]> {
+/// (plain, with momentum, new velocity, with Nesterov's momentum, its velocity) of each
+/// parameter of `group`, by the kernels of `B`.
+fn run<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 5]> {
     let (lr, momentum, decay) = rates(group);
     let [mut params, mut grads, mut velocities] = [Vec::new(), Vec::new(), Vec::new()];
     for &index in group {
@@ -89,26 +90,44 @@ fn run<B: KernelBackend>(group: &[usize], device: &B::Device) -> Vec<[Vec<f32>; 
         velocities.push(velocity);
     }
     let plain = B::sgd_update(params.clone(), grads.clone(), lr, decay);
+    let step = |nesterov| MomentumStep {
+        lr,
+        momentum,
+        weight_decay: decay,
+        nesterov,
+    };
+    let (nesterov, nesterov_velocities) = B::sgd_momentum_update(
+        params.clone(),
+        grads.clone(),
+        velocities.clone(),
+        step(true),
+    );
     let (with_momentum, new_velocities) =
-        B::sgd_momentum_update(params, grads, velocities, lr, momentum, decay);
-    assert_eq!(plain.len(), group.len());
-    assert_eq!(with_momentum.len(), group.len());
-    assert_eq!(new_velocities.len(), group.len());
+        B::sgd_momentum_update(params, grads, velocities, step(false));
+    for outputs in [&plain, &with_momentum, &new_velocities, &nesterov] {
+        assert_eq!(outputs.len(), group.len());
+    }
+    assert_eq!(nesterov_velocities.len(), group.len());
+    let mut outputs = [
+        plain,
+        with_momentum,
+        new_velocities,
+        nesterov,
+        nesterov_velocities,
+    ]
+    .map(Vec::into_iter);
     group
         .iter()
-        .zip(plain.into_iter().zip(with_momentum).zip(new_velocities))
-        .map(|(&index, ((p, m), v))| {
-            [
-                values_of::<B>(p, index),
-                values_of::<B>(m, index),
-                values_of::<B>(v, index),
-            ]
+        .map(|&index| {
+            outputs
+                .each_mut()
+                .map(|output| values_of::<B>(output.next().expect("one each"), index))
         })
         .collect()
 }
 
 /// The same in float64 on the host.
-fn expected(index: usize, (lr, momentum, decay): (f64, f64, f64)) -> [Vec<f32>; 3] {
+fn expected(index: usize, (lr, momentum, decay): (f64, f64, f64)) -> [Vec<f32>; 5] {
     let [param, grad, velocity] = operand_values(index);
     let g: Vec<f64> = grad
         .iter()
@@ -127,7 +146,9 @@ fn expected(index: usize, (lr, momentum, decay): (f64, f64, f64)) -> [Vec<f32>; 
             .map(|(&p, &d)| (f64::from(p) - lr * d) as f32)
             .collect()
     };
-    [step(&g), step(&v), v.iter().map(|&v| v as f32).collect()]
+    let nesterov: Vec<f64> = g.iter().zip(&v).map(|(&g, &v)| g + momentum * v).collect();
+    let v32: Vec<f32> = v.iter().map(|&v| v as f32).collect();
+    [step(&g), step(&v), v32.clone(), step(&nesterov), v32]
 }
 
 /// The groups: each shape alone, then all of them forwards and backwards.
@@ -145,10 +166,14 @@ fn check<B: KernelBackend>(device: &B::Device) -> (usize, f64) {
     for group in &groups {
         for (&index, got) in group.iter().zip(run::<B>(group, device)) {
             let want = expected(index, rates(group));
-            for (what, (a, b)) in ["plain", "momentum", "velocity"]
-                .iter()
-                .zip(got.iter().zip(&want))
-            {
+            let what = [
+                "plain",
+                "momentum",
+                "velocity",
+                "Nesterov",
+                "Nesterov velocity",
+            ];
+            for (what, (a, b)) in what.iter().zip(got.iter().zip(&want)) {
                 let label = format!(
                     "{what} update of shape {:?} in group {group:?}",
                     SHAPES[index]
@@ -171,7 +196,10 @@ impl KernelCheck for UpdateCheck {
 
 #[test]
 fn sgd_updates_match_float64() {
-    on_each_backend("sgd_update, sgd_momentum_update (groups)", UpdateCheck);
+    on_each_backend(
+        "sgd_update, sgd_momentum_update (groups; Nesterov too)",
+        UpdateCheck,
+    );
 }
 
 #[test]

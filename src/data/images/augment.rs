@@ -1,6 +1,7 @@
-//! On-device augmentation of training batches: horizontal flips and random crops of the
-//! zero-padded images, drawn from a generator seeded by the run's seed and the batch's
-//! images, so a batch is augmented the same way whenever it is built (also after a resume).
+//! On-device augmentation of training batches: horizontal flips, random crops of the
+//! zero-padded images and cutout squares, drawn from a generator seeded by the run's seed and
+//! the batch's images, so a batch is augmented the same way whenever it is built (also after
+//! a resume); and the label smoothing their loss applies.
 
 use burn::prelude::*;
 use burn::tensor::ops::IntElem;
@@ -9,19 +10,32 @@ use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 /// Which augmentations a run's training batches get; all off by default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Augment {
     /// Mirror each image left-right with probability ½.
     pub flip: bool,
     /// Pad each side with this many zeros (the channel mean, after normalization), then
     /// crop a random window of the original size; 0 crops nothing.
     pub pad: usize,
+    /// Zero a square of this side (clipped at the borders) centred on a random pixel of
+    /// each image, after the crop (DeVries & Taylor's cutout); 0 cuts nothing.
+    #[serde(default)]
+    pub cutout: usize,
+    /// Label smoothing ε of the training loss: each target becomes `1 − ε` on its class
+    /// plus `ε / classes` on every class, as PyTorch's `label_smoothing`; 0 keeps one-hot.
+    #[serde(default)]
+    pub label_smoothing: f32,
 }
 
 impl Augment {
     /// Whether it changes nothing.
     pub fn is_off(&self) -> bool {
-        !self.flip && self.pad == 0
+        !self.changes_images() && self.label_smoothing == 0.0
+    }
+
+    /// Whether it changes the pixels (rather than only the loss).
+    pub fn changes_images(&self) -> bool {
+        self.flip || self.pad > 0 || self.cutout > 0
     }
 
     /// `images` (`[n, c, h, w]`, normalized) augmented on their device, with draws seeded by
@@ -82,6 +96,41 @@ impl Augment {
                     .expand([n, c, h, w]);
             images = images.clone().mask_where(mask, images.flip([3]));
         }
+        if self.cutout > 0 {
+            // Image i loses rows top_i..top_i + cutout and columns left_i..left_i + cutout,
+            // a square centred on a uniformly drawn pixel; only the corners are drawn here.
+            let before = (self.cutout / 2) as i64;
+            let (tops, lefts): (Vec<i64>, Vec<i64>) = (0..n)
+                .map(|_| {
+                    let y = rng.random_range(0..h) as i64;
+                    let x = rng.random_range(0..w) as i64;
+                    (y - before, x - before)
+                })
+                .unzip();
+            let corner = |values: Vec<i64>| {
+                Tensor::<B, 1, Int>::from_data(
+                    TensorData::new(values, [n]).convert::<IntElem<B>>(),
+                    &device,
+                )
+                .reshape([n, 1])
+            };
+            let side = self.cutout as i64;
+            let (top, left) = (corner(tops), corner(lefts));
+            let pixel = Tensor::<B, 1, Int>::arange(0..(h * w) as i64, &device).reshape([1, h * w]);
+            let y = pixel.clone().div_scalar(w as i64) - top;
+            let x = pixel.remainder_scalar(w as i64) - left;
+            let inside = y
+                .clone()
+                .greater_equal_elem(0)
+                .bool_and(y.lower_elem(side))
+                .bool_and(x.clone().greater_equal_elem(0))
+                .bool_and(x.lower_elem(side));
+            let planes = [n, c, h * w];
+            images = images
+                .reshape(planes)
+                .mask_fill(inside.reshape([n, 1, h * w]).expand(planes), 0.0)
+                .reshape([n, c, h, w]);
+        }
         images
     }
 }
@@ -112,7 +161,10 @@ mod tests {
         let x = images();
         let same = Augment::default().apply(x.clone(), 1);
         assert_eq!(same.into_data(), x.clone().into_data());
-        let flip = Augment { flip: true, pad: 0 };
+        let flip = Augment {
+            flip: true,
+            ..Augment::default()
+        };
         for seed in 0..8 {
             let out = flip.apply(x.clone(), seed);
             for i in 0..2 {
@@ -159,7 +211,10 @@ mod tests {
         let input: Vec<f32> = x.clone().into_data().to_vec().unwrap();
         // Pads up to and past the images' 3 rows, so that some windows hold no pixel.
         for pad in 1..=3 {
-            let crop = Augment { flip: false, pad };
+            let crop = Augment {
+                pad,
+                ..Augment::default()
+            };
             let mut shifts = std::collections::BTreeSet::new();
             for seed in 0..6 {
                 let out: Vec<f32> = crop.apply(x.clone(), seed).into_data().to_vec().unwrap();
@@ -171,6 +226,62 @@ mod tests {
                 }
             }
             assert!(shifts.len() > 2, "pad {pad}: the draws vary ({shifts:?})");
+        }
+    }
+
+    #[test]
+    fn cutout_zeros_one_clipped_square_around_a_drawn_pixel() {
+        // Images of 5 x 6 pixels valued 1 and up, so that every zero is a cut pixel.
+        let (n, c, h, w) = (16, 2, 5, 6);
+        let values: Vec<f32> = (0..n * c * h * w).map(|v| v as f32 + 1.0).collect();
+        let x = Tensor::<NdArray, 4>::from_data(
+            TensorData::new(values.clone(), [n, c, h, w]),
+            &Default::default(),
+        );
+        for side in [1, 2, 3, 4] {
+            let cut = Augment {
+                cutout: side,
+                ..Augment::default()
+            };
+            let out: Vec<f32> = cut
+                .apply(x.clone(), side as u64)
+                .into_data()
+                .to_vec()
+                .unwrap();
+            let mut clipped = false;
+            for image in 0..n {
+                let at = |ch: usize, y: usize, x: usize| ((image * c + ch) * h + y) * w + x;
+                let zeros: Vec<(usize, usize)> = (0..h)
+                    .flat_map(|y| (0..w).map(move |x| (y, x)))
+                    .filter(|&(y, x)| out[at(0, y, x)] == 0.0)
+                    .collect();
+                // Some centre (cy, cx) explains exactly the zeros, the same on each channel,
+                // and every other pixel keeps its value.
+                let explained =
+                    (0..h)
+                        .flat_map(|cy| (0..w).map(move |cx| (cy, cx)))
+                        .any(|(cy, cx)| {
+                            let (top, left) =
+                                (cy as i64 - (side / 2) as i64, cx as i64 - (side / 2) as i64);
+                            let cut_here = |y: usize, x: usize| {
+                                (top..top + side as i64).contains(&(y as i64))
+                                    && (left..left + side as i64).contains(&(x as i64))
+                            };
+                            (0..h).all(|y| {
+                                (0..w).all(|x| {
+                                    (0..c).all(|ch| match cut_here(y, x) {
+                                        true => out[at(ch, y, x)] == 0.0,
+                                        false => out[at(ch, y, x)] == values[at(ch, y, x)],
+                                    })
+                                })
+                            })
+                        });
+                assert!(explained, "side {side}, image {image}: zeros at {zeros:?}");
+                clipped |= zeros.len() < side * side;
+            }
+            if side > 1 {
+                assert!(clipped, "side {side}: some square is clipped by a border");
+            }
         }
     }
 }

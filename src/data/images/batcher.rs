@@ -13,6 +13,8 @@ use crate::data::{Augment, ImageItem};
 pub struct ImageBatch<B: Backend> {
     pub images: Tensor<B, 4>,
     pub targets: Tensor<B, 1, Int>,
+    /// The label smoothing ε its loss applies to the targets (0 for one-hot targets).
+    pub label_smoothing: f32,
 }
 
 /// Builds [`ImageBatch`]es with one host-to-device copy per tensor; pixels are normalized
@@ -46,9 +48,9 @@ impl<B: Backend> Batcher<B, ImageItem, ImageBatch<B>> for ImageBatcher {
         let dims = [n, shape.channels, shape.height, shape.width];
         let images = Tensor::from_data(TensorData::new(pixels, dims), device);
         let targets = TensorData::new(labels, [n]).convert::<IntElem<B>>();
-        let images = match self.augment.is_off() {
-            true => images,
-            false => {
+        let images = match self.augment.changes_images() {
+            false => images,
+            true => {
                 let seed = batch_seed(self.seed, items.iter().map(ImageItem::index));
                 self.augment.apply(images, seed)
             }
@@ -56,6 +58,7 @@ impl<B: Backend> Batcher<B, ImageItem, ImageBatch<B>> for ImageBatcher {
         ImageBatch {
             images,
             targets: Tensor::from_data(targets, device),
+            label_smoothing: self.augment.label_smoothing,
         }
     }
 }

@@ -111,16 +111,21 @@ impl<B: Backend> DeviceImages<B> {
         );
         let batch_images = images.clone().select(0, index.clone());
         let batch_images = match self.pass {
-            Pass::Training { seed, augment } if !augment.is_off() => {
+            Pass::Training { seed, augment } if augment.changes_images() => {
                 // Seeded by the images' positions in their set, as the host batcher does.
                 let in_set = batch.iter().map(|&p| self.subset.indices()[p]);
                 augment.apply(batch_images, batch_seed(seed, in_set))
             }
             _ => batch_images,
         };
+        let label_smoothing = match self.pass {
+            Pass::Training { augment, .. } => augment.label_smoothing,
+            Pass::InOrder => 0.0,
+        };
         ImageBatch {
             images: batch_images,
             targets: labels.clone().select(0, index),
+            label_smoothing,
         }
     }
 
@@ -230,13 +235,17 @@ mod tests {
         ImageSubset::all(set, normalization).split_off(0.2, 9).0
     }
 
-    fn batches(loader: &dyn DataLoader<NdArray, ImageBatch<NdArray>>) -> Vec<(Vec<f32>, Vec<i64>)> {
+    /// Each batch's pixels, labels and label smoothing.
+    type Read = (Vec<f32>, Vec<i64>, f32);
+
+    fn batches(loader: &dyn DataLoader<NdArray, ImageBatch<NdArray>>) -> Vec<Read> {
         loader
             .iter()
             .map(|batch| {
                 (
                     batch.images.into_data().to_vec().unwrap(),
                     batch.targets.into_data().convert::<i64>().to_vec().unwrap(),
+                    batch.label_smoothing,
                 )
             })
             .collect()
@@ -245,7 +254,13 @@ mod tests {
     #[test]
     fn batches_equal_the_host_batchers_epoch_by_epoch() {
         let device = Default::default();
-        for augment in [Augment::default(), Augment { flip: true, pad: 2 }] {
+        let every = Augment {
+            flip: true,
+            pad: 2,
+            cutout: 3,
+            label_smoothing: 0.1,
+        };
+        for augment in [Augment::default(), every] {
             let pass = Pass::Training { seed: 5, augment };
             let on_device = DeviceImages::<NdArray>::new(subset(), pass, 4, &device, 2);
             let on_host = EpochShuffled::build(

@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 
 use burn::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::data::Augment;
 use crate::model::ImageModelConfig;
-use crate::train::TrainError;
+use crate::train::{LrSchedule, OptimizerConfig, TrainError};
 
 /// The largest device index (Burn numbers a backend's devices with 16 bits).
 const MAX_DEVICE_INDEX: usize = u16::MAX as usize;
@@ -22,9 +23,18 @@ pub struct ImageTrainingConfig {
     /// Images per optimizer step.
     #[config(default = 64)]
     pub batch_size: usize,
-    /// Adam's peak learning rate, annealed (cosine) to 0 over the run.
+    /// The optimizer's peak learning rate, which `schedule` moves over the run.
     #[config(default = 1e-3)]
     pub learning_rate: f64,
+    /// Which optimizer takes the steps [default: Adam].
+    pub optimizer: Option<ImageOptimizer>,
+    /// The L2 penalty λ added to every gradient as λ·w [default: none].
+    pub weight_decay: Option<f64>,
+    /// How the learning rate moves over the run [default: cosine].
+    pub schedule: Option<LrSchedule>,
+    /// Classify each test image as the mean of its and its mirror's logits (in the run's
+    /// test, `cubenet eval` and `predict`) [default: false].
+    pub test_flips: Option<bool>,
     /// Seeds weight init, the train/valid split and batch shuffling.
     #[config(default = 42)]
     pub seed: u64,
@@ -60,7 +70,53 @@ pub struct ImageTrainingConfig {
     pub init_from: Option<PathBuf>,
 }
 
+/// The optimizer of an image run; its learning rate and L2 penalty are the run's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ImageOptimizer {
+    /// Burn's Adam, fused into one kernel.
+    Adam,
+    /// SGD with undampened momentum μ, Nesterov's if asked (PyTorch's `SGD`).
+    Sgd { momentum: f64, nesterov: bool },
+}
+
+impl ImageOptimizer {
+    /// The optimizer `settings` name (their learning rate and L2 penalty are the run's).
+    pub fn of(settings: OptimizerConfig) -> Self {
+        match settings {
+            OptimizerConfig::Adam { .. } => ImageOptimizer::Adam,
+            OptimizerConfig::Sgd {
+                momentum, nesterov, ..
+            } => ImageOptimizer::Sgd { momentum, nesterov },
+        }
+    }
+}
+
 impl ImageTrainingConfig {
+    /// The optimizer, Adam for files of runs that did not name one.
+    pub fn optimizer(&self) -> ImageOptimizer {
+        self.optimizer.unwrap_or(ImageOptimizer::Adam)
+    }
+
+    /// The optimizer with its learning rate and L2 penalty, as `[optimizer]` names them.
+    pub fn optimizer_settings(&self) -> OptimizerConfig {
+        let (learning_rate, l2) = (self.learning_rate, self.weight_decay.unwrap_or(0.0));
+        match self.optimizer() {
+            ImageOptimizer::Adam => OptimizerConfig::Adam { learning_rate, l2 },
+            ImageOptimizer::Sgd { momentum, nesterov } => OptimizerConfig::Sgd {
+                learning_rate,
+                momentum,
+                nesterov,
+                l2,
+            },
+        }
+    }
+
+    /// Whether test images are classified with their mirrors too.
+    pub fn test_flips(&self) -> bool {
+        self.test_flips.unwrap_or(false)
+    }
+
     /// Refuses settings that cannot train, naming the setting.
     pub fn validate(&self) -> Result<(), TrainError> {
         let invalid = |msg: String| Err(TrainError::Config(msg));
@@ -101,9 +157,23 @@ impl ImageTrainingConfig {
         if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
             return invalid(format!("device {} is listed twice", pair[0]));
         }
-        if self.augment.is_some_and(|augment| augment.pad > 64) {
-            return invalid("pad must be at most 64 pixels".into());
+        if let Some(augment) = self.augment {
+            if augment.pad > 64 {
+                return invalid("pad must be at most 64 pixels".into());
+            }
+            if augment.cutout > 1024 {
+                return invalid("cutout must be at most 1024 pixels".into());
+            }
+            if !(0.0..1.0).contains(&augment.label_smoothing) {
+                return invalid(format!(
+                    "label_smoothing must be in [0, 1), got {}",
+                    augment.label_smoothing
+                ));
+            }
         }
+        self.optimizer_settings()
+            .validate()
+            .map_err(TrainError::Config)?;
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::Dataset;
-use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
+use burn::optim::Optimizer;
 use burn::prelude::*;
 use burn::train::metric::{AccuracyMetric, LearningRateMetric, LossMetric};
 use burn::train::{ExecutionStrategy, MultiDeviceOptim, SupervisedTraining};
@@ -29,7 +29,8 @@ use crate::train::run_dir::RunDir;
 use crate::train::run_dir::artifacts::{plot_learning_curves, save_config, save_model};
 use crate::train::run_dir::confusion::ConfusionMatrix;
 use crate::train::{
-    FusedAdamConfig, ImageTrainingConfig, RunError, TrainError, TrainingSpeed, read_weights,
+    ImageTrainingConfig, OptimizerConfig, RunError, RunSchedule, TrainError, TrainingSpeed,
+    read_weights,
 };
 
 /// Images per batch when evaluating (no gradients, so larger than training batches).
@@ -162,41 +163,42 @@ pub fn train<B: AutodiffKernelBackend>(
         1 => None,
         _ => data_parallel::registered::<B>(),
     };
-    let mut optimizer = FusedAdamConfig::new().init();
-    if let Some(replicated) = replicated {
-        optimizer = optimizer.averaging_over_replicas(replicated.average);
-    }
-    // Adam with the learning rate annealed from `learning_rate` to 0 over the whole run.
     let steps = config.epochs * schedule_steps_per_epoch(splits.train.len(), config, replicated);
-    let scheduler = CosineAnnealingLrSchedulerConfig::new(config.learning_rate, steps)
-        .init()
+    let scheduler = config
+        .schedule
+        .unwrap_or_default()
+        .init(config.learning_rate, steps)
         .map_err(TrainError::Config)?;
-    let train_loop = TrainLoop {
-        run,
-        settings: config,
-        split_sizes: [splits.train.len(), splits.valid.len(), splits.test.len()],
-        model,
-        optimizer,
-        scheduler,
-        devices,
-        epochs: config.epochs,
-        patience: config.patience,
-        batch_size: config.batch_size,
-        learning_rate: config.learning_rate,
-        valid_batch_size: valid_batch_size(config),
-        examples: "images",
-    };
-    let LoopResult { best, watch } = train_loop.run(|resume_after| {
-        let (train_loader, valid_loader) = loaders::<B>(config, splits, device, resume_after);
-        let (train_loader, strategy) = strategy(config, splits, devices, replicated, train_loader)?;
-        let mut training = SupervisedTraining::new(run.dir.root(), train_loader, valid_loader)
-            .metrics((AccuracyMetric::new(), LossMetric::new()))
-            .metric_train_numeric(LearningRateMetric::new());
-        if let Some(strategy) = strategy {
-            training = training.with_training_strategy(strategy.into());
+    let average = replicated.map(|replicated| replicated.average);
+    let LoopResult { best, watch } = match config.optimizer_settings() {
+        OptimizerConfig::Adam { l2, .. } => {
+            let adam = OptimizerConfig::adam(l2).init();
+            let adam = match average {
+                Some(average) => adam.averaging_over_replicas(average),
+                None => adam,
+            };
+            fit(
+                config, splits, run, devices, model, adam, scheduler, replicated,
+            )?
         }
-        Ok(training)
-    })?;
+        OptimizerConfig::Sgd {
+            momentum,
+            nesterov,
+            l2,
+            ..
+        } => {
+            let sgd = OptimizerConfig::sgd(momentum, l2)
+                .with_nesterov(nesterov)
+                .init();
+            let sgd = match average {
+                Some(average) => sgd.averaging_over_replicas(average),
+                None => sgd,
+            };
+            fit(
+                config, splits, run, devices, model, sgd, scheduler, replicated,
+            )?
+        }
+    };
     let model = best.model;
     let speed = TrainingSpeed::of(&watch.training_phases(), devices.len());
     if let Some(speed) = speed {
@@ -212,6 +214,50 @@ pub fn train<B: AutodiffKernelBackend>(
     save_model(&run.dir, model.clone())?;
     plot_learning_curves(&run.dir, &[("Loss", "cross-entropy"), ("Accuracy", "%")])?;
     Ok((model, speed))
+}
+
+/// The training loop of [`train`] with its optimizer.
+#[allow(clippy::too_many_arguments)]
+fn fit<B, O>(
+    config: &ImageTrainingConfig,
+    splits: &ImageSplits,
+    run: &Run,
+    devices: &[B::Device],
+    model: ImageModel<B>,
+    optimizer: O,
+    scheduler: RunSchedule,
+    replicated: Option<&DataParallel<B>>,
+) -> Result<LoopResult<ImageModel<B::InnerBackend>>, TrainError>
+where
+    B: AutodiffKernelBackend,
+    O: Optimizer<ImageModel<B>, B> + 'static,
+{
+    let train_loop = TrainLoop {
+        run,
+        settings: config,
+        split_sizes: [splits.train.len(), splits.valid.len(), splits.test.len()],
+        model,
+        optimizer,
+        scheduler,
+        devices,
+        epochs: config.epochs,
+        patience: config.patience,
+        batch_size: config.batch_size,
+        learning_rate: config.learning_rate,
+        valid_batch_size: valid_batch_size(config),
+        examples: "images",
+    };
+    train_loop.run(|resume_after| {
+        let (train_loader, valid_loader) = loaders::<B>(config, splits, &devices[0], resume_after);
+        let (train_loader, strategy) = strategy(config, splits, devices, replicated, train_loader)?;
+        let mut training = SupervisedTraining::new(run.dir.root(), train_loader, valid_loader)
+            .metrics((AccuracyMetric::new(), LossMetric::new()))
+            .metric_train_numeric(LearningRateMetric::new());
+        if let Some(strategy) = strategy {
+            training = training.with_training_strategy(strategy.into());
+        }
+        Ok(training)
+    })
 }
 
 /// The training loader a run on `devices` reads, and burn-train's strategy for more than one
@@ -353,8 +399,7 @@ fn data_parallel_line<D: std::fmt::Debug>(
 ) -> String {
     format!(
         "data-parallel on {} devices {devices:?}: batch {} per device, {} images a step; \
-         {gradients}, and Adam's learning rate ({}) is not scaled (Adam's step does not \
-         depend on the gradient's scale)",
+         {gradients}, and the learning rate ({}) is not scaled",
         devices.len(),
         config.batch_size,
         config.images_per_step(),
@@ -405,17 +450,19 @@ impl RunJob for ImageJob {
             println!("no test split: test accuracy is measured on the validation images");
         }
         let (model, _) = train::<B>(&config, &splits, run, &devices)?;
-        let confusion = evaluate(&model, &splits.test, &devices[0]);
+        let confusion = evaluate(&model, &splits.test, &devices[0], config.test_flips());
         confusion.save(&run.dir)?;
         Ok(confusion)
     }
 }
 
-/// How `model` classifies `images`: true against predicted class, counted per pair.
+/// How `model` classifies `images`: true against predicted class, counted per pair; with
+/// `test_flips`, by the logits of each image and its mirror ([`ImageModel::forward_with_flips`]).
 pub fn evaluate<B: KernelBackend>(
     model: &ImageModel<B>,
     images: &ImageSubset,
     device: &B::Device,
+    test_flips: bool,
 ) -> ConfusionMatrix {
     let labels = |tensor: Tensor<B, 1, Int>| -> Vec<usize> {
         tensor
@@ -430,7 +477,11 @@ pub fn evaluate<B: KernelBackend>(
             .filter_map(|i| images.get(i))
             .collect();
         let batch = Batcher::<B, _, _>::batch(&ImageBatcher::default(), items, device);
-        let predicted = model.forward(batch.images).argmax(1).flatten::<1>(0, 1);
+        let logits = match test_flips {
+            true => model.forward_with_flips(batch.images),
+            false => model.forward(batch.images),
+        };
+        let predicted = logits.argmax(1).flatten::<1>(0, 1);
         confusion.add(&labels(batch.targets), &labels(predicted));
     }
     confusion

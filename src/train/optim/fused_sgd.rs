@@ -6,7 +6,8 @@
 //! adds three more), per parameter, which dominates a small network's step once the layers
 //! are fast. This optimizer computes the same update (Burn's momentum without dampening or
 //! Nesterov: the first step's velocity is the gradient, here as μ · 0 + g) for the whole
-//! module through `KernelBackend::sgd_update` / `sgd_momentum_update`, whose default bodies
+//! module through `KernelBackend::sgd_update` / `sgd_momentum_update` (which also takes
+//! Nesterov's momentum, as PyTorch's `nesterov=True` computes it), whose default bodies
 //! are Burn's ops on other backends: it gathers every parameter that has a gradient, updates
 //! them as a group and puts the results back.
 //!
@@ -22,8 +23,9 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensorOps;
 use burn::tensor::{TensorMetadata, TensorPrimitive};
-use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
+use cubenet_kernels::{AutodiffKernelBackend, KernelBackend, MomentumStep};
 
+use crate::train::fit::data_parallel::AverageOverReplicas;
 use crate::train::optim::fused_update::{Grads, Inner, States, Updated, update_module};
 
 /// Configuration of [`FusedSgd`].
@@ -35,6 +37,9 @@ pub struct FusedSgdConfig {
     /// Weight decay (L2 penalty) λ, added to each gradient as λ·p (0: none).
     #[config(default = 0.0)]
     pub weight_decay: f64,
+    /// Nesterov's momentum: step along `g + μ·v'` instead of `v'` (with momentum only).
+    #[config(default = false)]
+    pub nesterov: bool,
 }
 
 impl FusedSgdConfig {
@@ -43,7 +48,9 @@ impl FusedSgdConfig {
         FusedSgd {
             momentum: self.momentum,
             weight_decay: self.weight_decay,
+            nesterov: self.nesterov,
             velocities: HashMap::new(),
+            replicas: None,
         }
     }
 }
@@ -53,8 +60,11 @@ impl FusedSgdConfig {
 pub struct FusedSgd<B: AutodiffBackend> {
     momentum: f64,
     weight_decay: f64,
+    nesterov: bool,
     /// Each parameter's velocity (with momentum), in any shape of the parameter's size.
     velocities: States<B>,
+    /// Averages the gradients over a data-parallel run's replicas before each step.
+    replicas: Option<AverageOverReplicas<B>>,
 }
 
 impl<B, M> Optimizer<M, B> for FusedSgd<B>
@@ -101,13 +111,29 @@ where
 }
 
 impl<B: AutodiffKernelBackend> FusedSgd<B> {
+    /// The optimizer of one replica of a data-parallel run: each step first averages the
+    /// gradients over the replicas through `average`, so that every replica takes the same
+    /// step.
+    pub fn averaging_over_replicas(self, average: AverageOverReplicas<B>) -> Self {
+        Self {
+            replicas: Some(average),
+            ..self
+        }
+    }
+
     /// One step of every parameter of `module` that has a gradient in `grads`: one group
     /// update per device the gradients are on.
     fn update<M: AutodiffModule<B>>(&mut self, lr: LearningRate, module: M, grads: Grads) -> M {
         let (momentum, weight_decay) = (self.momentum, self.weight_decay);
+        let step = MomentumStep {
+            lr,
+            momentum,
+            weight_decay,
+            nesterov: self.nesterov,
+        };
         let state_len = usize::from(momentum != 0.0);
         let kept = &mut self.velocities;
-        update_module(module, grads, kept, state_len, None, |group| {
+        update_module(module, grads, kept, state_len, self.replicas, |group| {
             let ids: Vec<ParamId> = group.iter().map(|o| o.id).collect();
             let (mut params, mut grads, mut velocities) = (Vec::new(), Vec::new(), Vec::new());
             for operand in group {
@@ -116,14 +142,8 @@ impl<B: AutodiffKernelBackend> FusedSgd<B> {
                 velocities.extend(operand.state);
             }
             let (updated, velocities): (Vec<_>, Vec<_>) = if momentum != 0.0 {
-                let (updated, velocities) = Inner::<B>::sgd_momentum_update(
-                    params,
-                    grads,
-                    velocities,
-                    lr,
-                    momentum,
-                    weight_decay,
-                );
+                let (updated, velocities) =
+                    Inner::<B>::sgd_momentum_update(params, grads, velocities, step);
                 (updated, velocities.into_iter().map(|v| vec![v]).collect())
             } else {
                 let updated = Inner::<B>::sgd_update(params, grads, lr, weight_decay);

@@ -3,3 +3,5 @@
 pub(crate) mod fused_adam;
 pub(crate) mod fused_sgd;
 pub(crate) mod fused_update;
+pub(crate) mod optimizer_config;
+pub(crate) mod schedule;

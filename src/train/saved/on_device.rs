@@ -80,7 +80,8 @@ impl<B: KernelBackend> ImageClassifier for ImageOnDevice<B> {
     }
 
     fn evaluate(&self, images: &ImageSubset) -> ConfusionMatrix {
-        evaluate(&self.model, images, &self.device)
+        let test_flips = self.saved.config.test_flips();
+        evaluate(&self.model, images, &self.device, test_flips)
     }
 
     fn classify(&self, images: &[&[u8]]) -> Vec<(usize, f32)> {
@@ -95,7 +96,11 @@ impl<B: KernelBackend> ImageClassifier for ImageOnDevice<B> {
                 .collect();
             let dims = [chunk.len(), shape.channels, shape.height, shape.width];
             let batch = Tensor::<B, 4>::from_data(TensorData::new(pixels, dims), &self.device);
-            let probabilities = softmax(self.model.forward(batch), 1)
+            let logits = match saved.config.test_flips() {
+                true => self.model.forward_with_flips(batch),
+                false => self.model.forward(batch),
+            };
+            let probabilities = softmax(logits, 1)
                 .into_data()
                 .convert::<f32>()
                 .to_vec::<f32>()

@@ -17,7 +17,8 @@ use burn::train::metric::{AccuracyMetric, LossMetric};
 use cubenet_kernels::AutodiffKernelBackend;
 use serde::Serialize;
 
-pub use config::{OptimizerConfig, TabularConfig};
+pub use crate::train::OptimizerConfig;
+pub use config::TabularConfig;
 pub use metrics::{RegressionMetrics, TestMetrics};
 pub use model_files::TabularModel;
 
@@ -244,8 +245,15 @@ pub fn train<B: AutodiffKernelBackend>(
 
     let start = Instant::now();
     let trained = match config.optimizer {
-        OptimizerConfig::Sgd { momentum, l2, .. } => {
-            let sgd = OptimizerConfig::sgd(momentum, l2).init::<B>();
+        OptimizerConfig::Sgd {
+            momentum,
+            nesterov,
+            l2,
+            ..
+        } => {
+            let sgd = OptimizerConfig::sgd(momentum, l2)
+                .with_nesterov(nesterov)
+                .init::<B>();
             train_loop(&config, splits, run, device, net, sgd)
         }
         OptimizerConfig::Adam { l2, .. } => {
