@@ -244,7 +244,7 @@ fn sgd_momentum_l2_matches_the_hand_computed_update() {
         g
     };
 
-    let mut optimizer = OptimizerConfig::sgd(alpha, lambda).init::<Cpu>();
+    let mut optimizer = OptimizerConfig::sgd(alpha, false, lambda).init::<Cpu>();
     let mut net = net;
     let mut w = params(&net);
     let mut delta = [0.0f64; 3];

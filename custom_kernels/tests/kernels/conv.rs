@@ -184,6 +184,24 @@ fn conv2d_in_tf32_matches_burn_within_tf32_rounding() {
     on_each_backend("conv2d in TF32, forward + x/weight/bias grads", check);
 }
 
+/// TF32 operands on values bf16 holds (which TF32 holds too): every staged value, index and
+/// slice of the TF32 kernels, to fp32 rounding.
+#[test]
+fn conv2d_in_tf32_on_bf16_values_matches_burn_to_fp32_rounding() {
+    let check = ConvCheck {
+        operands: Operands {
+            precision: Precision::Tf32,
+            bf16_values: true,
+        },
+        base: 6,
+        random_cases: CASES / 2,
+    };
+    on_each_backend(
+        "conv2d in TF32 on bf16 values, forward + x/weight/bias grads",
+        check,
+    );
+}
+
 /// bf16 operands on any values: the rounding itself.
 #[test]
 fn conv2d_in_bf16_matches_burn_within_bf16_rounding() {

@@ -172,16 +172,25 @@ fn conv_relu_pool_matches_burn() {
     );
 }
 
-/// Fewer random cases than in fp32 (and none where there are no TF32 matrix units: see
-/// [`Operands::on`]).
+/// TF32 operands on any values (forward and argmax), then on values bf16 holds (forward,
+/// argmax and every gradient, to fp32 rounding); fewer random cases than in fp32 (and none
+/// where there are no TF32 matrix units: see [`Operands::on`]).
 #[test]
-fn conv_relu_pool_in_tf32_matches_burn_within_tf32_rounding() {
-    let check = FusedCheck {
-        operands: Operands::any_values(Precision::Tf32),
-        base: 7,
-        random_cases: CASES / 4,
-    };
-    on_each_backend("conv_relu_pool in TF32, forward + argmax", check);
+fn conv_relu_pool_in_tf32_matches_burn() {
+    for (bf16_values, base) in [(false, 7), (true, 8)] {
+        let check = FusedCheck {
+            operands: Operands {
+                precision: Precision::Tf32,
+                bf16_values,
+            },
+            base,
+            random_cases: CASES / 4,
+        };
+        on_each_backend(
+            &format!("conv_relu_pool in TF32, bf16 values {bf16_values}"),
+            check,
+        );
+    }
 }
 
 /// bf16 operands on any values (forward and argmax), then on values bf16 holds (forward,

@@ -61,17 +61,10 @@ impl Augment {
                     (dy, dx)
                 })
                 .unzip();
-            let shift = |values: Vec<i64>| {
-                Tensor::<B, 1, Int>::from_data(
-                    TensorData::new(values, [n]).convert::<IntElem<B>>(),
-                    &device,
-                )
-                .reshape([n, 1])
-            };
+            let (pixel_y, pixel_x) = pixel_positions::<B>(h, w, &device);
+            let y = per_image::<B>(rows, &device) + pixel_y;
+            let x = per_image::<B>(cols, &device) + pixel_x;
             let (h, w) = (h as i64, w as i64);
-            let pixel = Tensor::<B, 1, Int>::arange(0..h * w, &device).reshape([1, h * w]);
-            let y = shift(rows) + pixel.clone().div_scalar(w);
-            let x = shift(cols) + pixel.remainder_scalar(w);
             let outside = y
                 .clone()
                 .lower_elem(0)
@@ -107,18 +100,10 @@ impl Augment {
                     (y - before, x - before)
                 })
                 .unzip();
-            let corner = |values: Vec<i64>| {
-                Tensor::<B, 1, Int>::from_data(
-                    TensorData::new(values, [n]).convert::<IntElem<B>>(),
-                    &device,
-                )
-                .reshape([n, 1])
-            };
             let side = self.cutout as i64;
-            let (top, left) = (corner(tops), corner(lefts));
-            let pixel = Tensor::<B, 1, Int>::arange(0..(h * w) as i64, &device).reshape([1, h * w]);
-            let y = pixel.clone().div_scalar(w as i64) - top;
-            let x = pixel.remainder_scalar(w as i64) - left;
+            let (pixel_y, pixel_x) = pixel_positions::<B>(h, w, &device);
+            let y = pixel_y - per_image::<B>(tops, &device);
+            let x = pixel_x - per_image::<B>(lefts, &device);
             let inside = y
                 .clone()
                 .greater_equal_elem(0)
@@ -133,6 +118,26 @@ impl Augment {
         }
         images
     }
+}
+
+/// One value per image, as an `[n, 1]` tensor on `device` to broadcast over its pixels.
+fn per_image<B: Backend>(values: Vec<i64>, device: &B::Device) -> Tensor<B, 2, Int> {
+    let n = values.len();
+    Tensor::<B, 1, Int>::from_data(TensorData::new(values, [n]).convert::<IntElem<B>>(), device)
+        .reshape([n, 1])
+}
+
+/// Each pixel's row and column in an `h` × `w` image, row-major, as `[1, h · w]` tensors.
+fn pixel_positions<B: Backend>(
+    h: usize,
+    w: usize,
+    device: &B::Device,
+) -> (Tensor<B, 2, Int>, Tensor<B, 2, Int>) {
+    let pixel = Tensor::<B, 1, Int>::arange(0..(h * w) as i64, device).reshape([1, h * w]);
+    (
+        pixel.clone().div_scalar(w as i64),
+        pixel.remainder_scalar(w as i64),
+    )
 }
 
 /// The seed of one batch's augmentation: the run's seed mixed with the batch's images (their

@@ -187,9 +187,7 @@ pub fn train<B: AutodiffKernelBackend>(
             l2,
             ..
         } => {
-            let sgd = OptimizerConfig::sgd(momentum, l2)
-                .with_nesterov(nesterov)
-                .init();
+            let sgd = OptimizerConfig::sgd(momentum, nesterov, l2).init();
             let sgd = match average {
                 Some(average) => sgd.averaging_over_replicas(average),
                 None => sgd,

@@ -51,10 +51,12 @@ impl OptimizerConfig {
         }
     }
 
-    /// SGD with momentum α and L2 penalty λ, as [`OptimizerConfig::Sgd`] describes.
-    pub fn sgd(momentum: f64, l2: f64) -> FusedSgdConfig {
+    /// SGD with momentum α (Nesterov's if `nesterov`) and L2 penalty λ, as
+    /// [`OptimizerConfig::Sgd`] describes.
+    pub fn sgd(momentum: f64, nesterov: bool, l2: f64) -> FusedSgdConfig {
         FusedSgdConfig::new()
             .with_momentum(momentum)
+            .with_nesterov(nesterov)
             .with_weight_decay(l2)
     }
 

@@ -8,9 +8,11 @@ mod direct;
 pub(crate) mod gemm;
 mod weight_grad;
 
+use burn::tensor::bf16;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
+use cubecl::prelude::{Float, tf32};
 
 use super::layout::{dims4, unit_stride_rows};
 use super::pool;
@@ -65,8 +67,26 @@ impl<R: CubeRuntime> ConvOperands<R> {
     ) -> LayerGrads<CubeTensor<R>> {
         let grad = into_contiguous(grad);
         let argmax = argmax.map(into_contiguous);
-        if gemm::weight_grad_channels_last::<R, F>(self) {
-            return self.grads_channels_last::<F>(input_copy, &grad, argmax.as_ref(), pool, wants);
+        match gemm::channels_last_backward::<R, F>(self) {
+            Some(Precision::Bf16) => {
+                return self.grads_channels_last::<F, bf16, bf16>(
+                    input_copy,
+                    &grad,
+                    argmax.as_ref(),
+                    pool,
+                    wants,
+                );
+            }
+            Some(Precision::Tf32) => {
+                return self.grads_channels_last::<F, F, tf32>(
+                    input_copy,
+                    &grad,
+                    argmax.as_ref(),
+                    pool,
+                    wants,
+                );
+            }
+            _ => {}
         }
         let x = wants
             .x
@@ -75,11 +95,12 @@ impl<R: CubeRuntime> ConvOperands<R> {
         LayerGrads { x, weight, bias }
     }
 
-    /// [`Self::grads`] in bf16 where both channel counts come in runs of eight: the conv
-    /// output's gradient copied channels-last once (routed through the argmax in the same
+    /// [`Self::grads`] in bf16 or TF32 where both channel counts come in whole runs, the
+    /// copies in `S` and the products' operands `M`: the conv output's gradient copied
+    /// channels-last once (routed through the argmax in the same
     /// pass), for the input gradient's GEMM and the weight gradient's; the input's copy
     /// from the forward where it covers the weight gradient's patches.
-    fn grads_channels_last<F: FloatElement>(
+    fn grads_channels_last<F: FloatElement, S: FloatElement, M: Float>(
         &self,
         input_copy: Option<CubeTensor<R>>,
         grad: &CubeTensor<R>,
@@ -88,15 +109,18 @@ impl<R: CubeRuntime> ConvOperands<R> {
         wants: GradsWanted,
     ) -> LayerGrads<CubeTensor<R>> {
         let input_window = gemm::input_grad_window(self).filter(|_| wants.x);
-        let copy = gemm::conv_grad_channels_last::<R, F>(self, grad, argmax, pool, input_window);
+        let copy = gemm::conv_grad_channels_last::<R, F, S>(self, grad, argmax, pool, input_window);
         let x = match input_window {
-            Some(window) => Some(gemm::input_grad_channels_last::<R, F>(self, &copy, window)),
+            Some(window) => Some(gemm::input_grad_channels_last::<R, F, S, M>(
+                self, &copy, window,
+            )),
             None => wants
                 .x
                 .then(|| self.input_grad::<F>(self.conv_grad::<F>(grad, argmax, pool))),
         };
-        let partials =
-            gemm::weight_grad_partials_channels_last::<R, F>(self, input_copy, &copy, wants.bias);
+        let partials = gemm::weight_grad_partials_channels_last::<R, F, S, M>(
+            self, input_copy, &copy, wants.bias,
+        );
         let (weight, bias) = self.weight_grad_of::<F>(partials, wants.bias);
         LayerGrads { x, weight, bias }
     }

@@ -1,20 +1,22 @@
-//! The bf16 implicit GEMM of [`super::gemm_tensor_cores`] on channels-last operands
-//! ([`super::channels_last`]): its tiles of quads × filters (and [`TensorTile::TALL`], of
-//! warps of 64 × 32), the same `mma`s and the same epilogue ([`write_finished`]), with the
-//! depth ordered (tap, channel) so that every operand load is 16 bytes of eight depths.
+//! The implicit GEMM of [`super::gemm_tensor_cores`] on channels-last operands
+//! ([`super::channels_last`]), in bf16 or TF32: its tiles of quads × filters (and
+//! [`TensorTile::TALL`], of warps of 64 × 32), `mma`s on the tensor cores and the same
+//! epilogue ([`write_finished`]), with the depth ordered (tap, channel) so that every
+//! operand load is a 16-byte run: eight bf16 depths or four fp32 ones.
 //!
 //! Why: gathered from the NCHW map, each staged patch value is a 4-byte load behind four
 //! bounds compares and a conversion, and those gathers, more than the products, set how many
-//! instructions the bf16 forward issues (`docs/perf-log/2026-11-29-bf16-channels-last.md`).
+//! instructions the tensor-core forward issues (`docs/perf-log/2026-11-29-bf16-channels-last.md`).
 //! Here a unit's loads of a slice are two or four 16-byte loads of a padded map, at
 //! addresses worked out once per row plus one offset per slice for the tap, and the
 //! filters one.
 //!
-//! The staging is row-major: a tile row's 32 depths (four runs of eight) side by side, as
-//! are a filter's. `ldmatrix` without `.trans` then reads the A operand (rows × depth) and
-//! the B operand (columns × depth) as `mma.m16n8k16` takes them. Runs are stored at run ⊕
-//! (row / 2 mod 4): the eight rows an `ldmatrix` reads at one run, and the eight runs a
-//! quarter-warp stores, then fall in 32 different banks.
+//! The staging is row-major: a tile row's slice (four runs) side by side, as are a
+//! filter's. In bf16, `ldmatrix` without `.trans` then reads the A operand (rows × depth)
+//! and the B operand (columns × depth) as `mma.m16n8k16` takes them; in TF32 each lane
+//! loads its runs itself ([`super::gemm_tf32_mma`]). Runs are stored at run ⊕ (row / 2 mod
+//! 4): the eight rows an `ldmatrix` reads at one run, and the eight runs a quarter-warp
+//! stores, then fall in 32 different banks.
 
 use cubecl::prelude::*;
 
@@ -24,18 +26,22 @@ use super::gemm_bf16_mma::{
     Two, bf16_mma, lane_of_unit, mma_accumulators, store_mma_sums, warp_of_unit,
 };
 use super::gemm_tensor_cores::{
-    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, SLICE_DEPTH, TensorTile,
-    WARP_MMA_COLUMNS, WARP_PRODUCTS, write_finished,
+    BF16_PRODUCT_DEPTH, FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, SLICE_DEPTH, TF32_PRODUCT_DEPTH,
+    TensorTile, WARP_MMA_COLUMNS, WARP_PRODUCTS, write_finished,
 };
+use super::gemm_tf32_mma::{LaneRuns, tf32_mma_slice};
 use crate::kernels::geometry::{Nchw, Window};
 
-/// Values of one load: eight bf16, 16 bytes. The operands are stored in runs of this many
-/// depths.
-pub const RUN: u32 = 8;
-/// Runs across a slice's depth.
-pub const SLICE_RUNS: u32 = SLICE_DEPTH / RUN;
-/// Runs a 16-deep `mma` step reads of each row.
-const STEP_RUNS: u32 = BF16_PRODUCT_DEPTH / RUN;
+/// Bytes of one load: a run of the operands' depth.
+pub const RUN_BYTES: usize = 16;
+/// Values of one run in bf16 and in TF32 (fp32 values): the operands are stored in runs of
+/// this many depths.
+pub const BF16_RUN: u32 = 8;
+pub const TF32_RUN: u32 = 4;
+/// Runs across a slice's depth (32 bf16 depths, 16 TF32 ones).
+pub const SLICE_RUNS: u32 = SLICE_DEPTH / BF16_RUN;
+/// Runs a 16-deep bf16 `mma` step reads of each row.
+const STEP_RUNS: u32 = BF16_PRODUCT_DEPTH / BF16_RUN;
 
 /// A run held in registers between its load and its staging: its 16 bytes as four 32-bit
 /// words. Held as eight bf16, a run is moved and zeroed half a register at a time, in byte
@@ -47,11 +53,13 @@ pub(crate) type RunBits = Vector<u32, Const<4>>;
 /// `src` (a padded channels-last map of sizes `src_map`) with `filters` ([column][depth]
 /// runs, `depth_runs` a column, zeros past the depth and the columns): X picks the cube's
 /// quads of the `quads_h` × `quads_w` grid per image, Y its columns; [`write_finished`]
-/// writes them into `output`, pooled under an `argmax`. Launched with [`CUBE_UNITS`] units
-/// per cube and vectors of [`RUN`].
+/// writes them into `output`, pooled under an `argmax`. The products take `M` operands,
+/// `product_depth` deep: bf16 ones ([`BF16_PRODUCT_DEPTH`], `S` = `M` = bf16) or TF32 ones
+/// ([`TF32_PRODUCT_DEPTH`], `S` = fp32). Launched with [`CUBE_UNITS`] units per cube and
+/// vectors of a run ([`BF16_RUN`] or [`TF32_RUN`]).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
+pub fn conv_gemm_channels_last<F: Float, S: Float, M: Float, V: Size, A: Int>(
     src: &Array<Vector<S, V>>,
     filters: &Array<Vector<S, V>>,
     bias: &ComptimeOption<Array<F>>,
@@ -64,8 +72,10 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
     depth_runs: u32,
     #[comptime] conv: Window,
     #[comptime] tile: TensorTile,
+    #[comptime] product_depth: u32,
     #[define(A)] _argmax_type: StorageType,
 ) {
+    let tf32 = comptime!(product_depth == TF32_PRODUCT_DEPTH);
     let first_quad = CUBE_POS_X as usize * comptime!(tile.quads() as usize);
     let first_col = CUBE_POS_Y as usize * comptime!(tile.columns() as usize);
     let mut loads = UnitLoads::new(
@@ -84,6 +94,7 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
     let warp_col = (warp % comptime!(tile.warps_across)) * WARP_PRODUCTS * PRODUCT_SIDE;
     let mut sums = mma_accumulators::<F>(comptime!(tile.warp_row_blocks * WARP_MMA_COLUMNS));
     let starts = SwizzledStarts::of_this_lane(warp_row, warp_col, tile);
+    let lane_runs = LaneRuns::of_this_lane(warp_row, warp_col, tile);
 
     // The next slice's values, loaded during this slice's products: the unit's rows, then
     // its filter run.
@@ -96,7 +107,11 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, V: Size, A: Int>(
         if slice + 1 < slices {
             loads.load_next::<S, V>(src, filters, &mut next, &src_map, conv, tile);
         }
-        mma_slice::<F, S, V>(&staged, &mut sums, &starts, tile);
+        if tf32 {
+            tf32_mma_slice::<F, S, M, V>(&staged, &mut sums, &lane_runs, tile);
+        } else {
+            mma_slice::<F, S, V>(&staged, &mut sums, &starts, tile);
+        }
         sync_cube();
     }
 
@@ -263,7 +278,7 @@ impl UnitLoads {
 
 /// Where run `run` of staged row `row` lies, in runs (see the module's notes).
 #[cube]
-fn swizzled(row: u32, run: u32) -> u32 {
+pub(crate) fn swizzled(row: u32, run: u32) -> u32 {
     row * SLICE_RUNS + (run ^ ((row / 2) % SLICE_RUNS))
 }
 

@@ -24,7 +24,7 @@ use cubecl::prelude::*;
 use super::channels_last::ChannelsLast;
 use super::gemm::CUBE_UNITS;
 use super::gemm_bf16_mma::{mma_accumulators, store_mma_sums, warp_of_unit};
-use super::gemm_channels_last::{RUN, RunBits};
+use super::gemm_channels_last::{BF16_RUN, RunBits};
 use super::gemm_tensor_cores::{FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE};
 use super::gemm_weight_grad::TILE_SIDE;
 use super::gemm_weight_grad_tensor_cores::{
@@ -35,10 +35,10 @@ use crate::kernels::geometry::Window;
 
 /// Runs across a tile's 64 filters or depths: the units loading one position of a slice
 /// (of [`SLICE_POSITIONS`], one a group of units).
-const TILE_RUNS: u32 = TILE_SIDE / RUN;
+const TILE_RUNS: u32 = TILE_SIDE / BF16_RUN;
 const _: () = assert!(CUBE_UNITS / TILE_RUNS == SLICE_POSITIONS);
 /// Runs in a staged row (see the module's notes).
-const STAGED_RUNS: u32 = STAGED_ROW / RUN;
+const STAGED_RUNS: u32 = STAGED_ROW / BF16_RUN;
 /// Depths of a warp's block (its filters are [`PRODUCT_SIDE`]).
 const WARP_DEPTHS: u32 = WARP_MMA_COLUMNS * MMA_COLUMNS;
 
@@ -59,7 +59,7 @@ pub struct PositionGrid {
 /// conv output's gradient channels-last, of sizes `grad_map`, conv position (r, c) at (r +
 /// `grad_pad_h`, c + `grad_pad_w`); `x` the input as a padded map of sizes `x_map` covering
 /// every patch; `partials` the [splits, C_out, depth + 1] sums with the bias last. Launched
-/// with [`CUBE_UNITS`] units per cube and vectors of [`RUN`].
+/// with [`CUBE_UNITS`] units per cube and vectors of [`BF16_RUN`].
 #[cube(launch_unchecked)]
 pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
     x: &Array<Vector<S, V>>,
@@ -76,7 +76,16 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
     let first_k = CUBE_POS_X as usize * TILE_SIDE as usize;
     let first_co = CUBE_POS_Y as usize * TILE_SIDE as usize;
     let mut loads = PositionLoads::new(
-        &x_map, &grad_map, grad_pad_h, grad_pad_w, &grid, first_k, first_co, conv,
+        &x_map,
+        &grad_map,
+        grad_pad_h,
+        grad_pad_w,
+        &grid,
+        first_k,
+        first_co,
+        UNIT_POS / TILE_RUNS,
+        BF16_RUN,
+        conv,
     );
 
     let staged_len = comptime!((SLICE_POSITIONS * STAGED_RUNS) as usize);
@@ -92,12 +101,12 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
     let warp_co = (warp % PRODUCT_ROWS) * PRODUCT_SIDE;
     let warp_k = (warp / PRODUCT_ROWS) * WARP_DEPTHS;
     let mut sums = mma_accumulators::<F>(WARP_MMA_COLUMNS);
-    let starts = StagedStarts::of_this_lane(warp_co, warp_k, RUN);
+    let starts = StagedStarts::of_this_lane(warp_co, warp_k, BF16_RUN);
 
     let bias_loader = with_bias && CUBE_POS_X == 0;
-    let mut bias_sums = Array::<F>::new(RUN as usize);
+    let mut bias_sums = Array::<F>::new(BF16_RUN as usize);
     #[unroll]
-    for j in 0..RUN as usize {
+    for j in 0..BF16_RUN as usize {
         bias_sums[j] = F::new(0.0);
     }
 
@@ -115,7 +124,7 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
         patches[staged_at] = Vector::<S, V>::reinterpret(next.patch);
         if bias_loader {
             #[unroll]
-            for j in 0..RUN as usize {
+            for j in 0..BF16_RUN as usize {
                 bias_sums[j] += F::cast_from(dy[j]);
             }
         }
@@ -124,7 +133,7 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
         if first < loads.end {
             loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, conv);
         }
-        mma_slice::<F, S, Vector<S, V>>(&grads, &patches, &mut sums, &starts, RUN);
+        mma_slice::<F, S, Vector<S, V>>(&grads, &patches, &mut sums, &starts, BF16_RUN);
         sync_cube();
     }
 
@@ -139,7 +148,34 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
         WARP_MMA_COLUMNS,
     );
     sync_cube();
-    // Adjacent units write a filter's adjacent depths, each at its (channel, tap) place.
+    write_partials::<F>(&finished, partials, &grid, first_co, first_k, conv);
+    if bias_loader {
+        write_bias::<F>(
+            &mut finished,
+            partials,
+            &bias_sums,
+            &grid,
+            first_co,
+            loads.slot,
+            loads.run,
+            SLICE_POSITIONS,
+            BF16_RUN,
+        );
+    }
+}
+
+/// The finished tile (row-major: filter co's depth k at co · [`FINISHED_ROW`] + k) into
+/// this split's partials: adjacent units write a filter's adjacent depths, each at its
+/// (channel, tap) place.
+#[cube]
+pub(crate) fn write_partials<F: Float>(
+    finished: &SharedMemory<F>,
+    partials: &mut Array<F>,
+    grid: &PositionGrid,
+    first_co: usize,
+    first_k: usize,
+    #[comptime] conv: Window,
+) {
     let taps = comptime!((conv.size_h * conv.size_w) as usize);
     let channels = grid.depth / taps;
     for l in 0..comptime!(TILE_SIDE * TILE_SIDE / CUBE_UNITS) {
@@ -148,50 +184,62 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
         let k = first_k + (at % TILE_SIDE) as usize;
         if co < grid.c_out && k < grid.depth {
             let value = finished[((at / TILE_SIDE) * FINISHED_ROW + at % TILE_SIDE) as usize];
-            partials[partials_row(&grid, co) + (k % channels) * taps + k / channels] = value;
+            partials[partials_row(grid, co) + (k % channels) * taps + k / channels] = value;
         }
     }
+}
 
-    // The bias: each loader's sums over its position slot, added up over the slots in
-    // shared memory (the products are done with `finished`).
-    if bias_loader {
-        sync_cube();
-        #[unroll]
-        for j in 0..RUN {
-            finished[(loads.slot * TILE_SIDE + loads.run * RUN + j) as usize] =
-                bias_sums[j as usize];
+/// The bias partials of the tile's filters: each loader's `bias_sums` over its position
+/// `slot` (of `slots`) for its `run` of `values` filters, added up over the slots in shared
+/// memory (the products are done with `finished`). Called by the bias loaders only.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_bias<F: Float>(
+    finished: &mut SharedMemory<F>,
+    partials: &mut Array<F>,
+    bias_sums: &Array<F>,
+    grid: &PositionGrid,
+    first_co: usize,
+    slot: u32,
+    run: u32,
+    #[comptime] slots: u32,
+    #[comptime] values: u32,
+) {
+    sync_cube();
+    #[unroll]
+    for j in 0..values {
+        finished[(slot * TILE_SIDE + run * values + j) as usize] = bias_sums[j as usize];
+    }
+    sync_cube();
+    if UNIT_POS < TILE_SIDE {
+        let co = first_co + UNIT_POS as usize;
+        let mut bias = F::new(0.0);
+        for s in 0..slots {
+            bias += finished[(s * TILE_SIDE + UNIT_POS) as usize];
         }
-        sync_cube();
-        if UNIT_POS < TILE_SIDE {
-            let co = first_co + UNIT_POS as usize;
-            let mut bias = F::new(0.0);
-            for s in 0..SLICE_POSITIONS {
-                bias += finished[(s * TILE_SIDE + UNIT_POS) as usize];
-            }
-            if co < grid.c_out {
-                partials[partials_row(&grid, co) + grid.depth] = bias;
-            }
+        if co < grid.c_out {
+            partials[partials_row(grid, co) + grid.depth] = bias;
         }
     }
 }
 
 /// Where filter `co`'s partial sums of this split start in `partials`.
 #[cube]
-fn partials_row(grid: &PositionGrid, co: usize) -> usize {
+pub(crate) fn partials_row(grid: &PositionGrid, co: usize) -> usize {
     (CUBE_POS_Z as usize * grid.c_out + co) * (grid.depth + 1)
 }
 
 /// What a unit loads of each slice: position `slot` of the slice, and run `run` of the
-/// tile's filters (the gradient) and of its depths (the patch). The depth run's tap and
+/// tile's filters (the gradient) and of its depths (the patch), in runs of `values`. The depth run's tap and
 /// channel run are fixed for the whole walk; the position is stepped from slice to slice,
 /// by a slice's rows and columns with one carry, instead of divided.
 #[derive(CubeType)]
-struct PositionLoads {
-    slot: u32,
-    run: u32,
+pub(crate) struct PositionLoads {
+    pub slot: u32,
+    pub run: u32,
     /// The split's positions, [begin, end).
-    begin: usize,
-    end: usize,
+    pub begin: usize,
+    pub end: usize,
     /// The unit's position: its index, image, row and column.
     position: usize,
     image: usize,
@@ -216,15 +264,17 @@ struct PositionLoads {
 
 /// One position's gradient and patch runs, as [`RunBits`].
 #[derive(CubeType)]
-struct PositionRuns {
-    grad: RunBits,
-    patch: RunBits,
+pub(crate) struct PositionRuns {
+    pub grad: RunBits,
+    pub patch: RunBits,
 }
 
 #[cube]
 impl PositionLoads {
+    /// The loads of this unit at `slot` of each slice, for the tile from depth `first_k` and
+    /// filter `first_co`: adjacent units load adjacent runs (of `values`) of one position.
     #[allow(clippy::too_many_arguments)]
-    fn new(
+    pub(crate) fn new(
         x_map: &ChannelsLast,
         grad_map: &ChannelsLast,
         grad_pad_h: u32,
@@ -232,10 +282,11 @@ impl PositionLoads {
         grid: &PositionGrid,
         first_k: usize,
         first_co: usize,
+        slot: u32,
+        #[comptime] values: u32,
         #[comptime] conv: Window,
     ) -> PositionLoads {
-        let slot = UNIT_POS / TILE_RUNS;
-        let run = UNIT_POS % TILE_RUNS;
+        let run = UNIT_POS % comptime!(TILE_SIDE / values);
         let begin = CUBE_POS_Z as usize * grid.per_split;
         let mut end = begin + grid.per_split;
         if end > grid.positions {
@@ -244,9 +295,9 @@ impl PositionLoads {
         let position = begin + slot as usize;
         let plane = (grid.rows * grid.cols) as usize;
         let in_plane = (position % plane) as u32;
-        let grad_run = first_co / RUN as usize + run as usize;
+        let grad_run = first_co / values as usize + run as usize;
         let grad_active = grad_run < grad_map.channel_runs as usize;
-        let depth_run = (first_k / RUN as usize) as u32 + run;
+        let depth_run = (first_k / values as usize) as u32 + run;
         let tap = depth_run / x_map.channel_runs;
         let tap_h = tap / conv.size_w;
         let tap_w = tap % conv.size_w;
@@ -276,7 +327,7 @@ impl PositionLoads {
 
     /// The unit's gradient and patch runs of its position into `next` (zeros past the
     /// split, the filters or the depth), then on by a slice.
-    fn load_next<S: Float, V: Size>(
+    pub(crate) fn load_next<S: Float, V: Size>(
         &mut self,
         x: &Array<Vector<S, V>>,
         grad: &Array<Vector<S, V>>,
@@ -323,7 +374,7 @@ impl PositionLoads {
 
 /// Where position (`row`, `col`) of image `n` starts in the channels-last `map`, in runs.
 #[cube]
-fn position_at(map: &ChannelsLast, n: usize, row: u32, col: u32) -> usize {
+pub(crate) fn position_at(map: &ChannelsLast, n: usize, row: u32, col: u32) -> usize {
     ((n * map.rows as usize + row as usize) * map.cols as usize + col as usize)
         * map.channel_runs as usize
 }

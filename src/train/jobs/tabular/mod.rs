@@ -251,9 +251,7 @@ pub fn train<B: AutodiffKernelBackend>(
             l2,
             ..
         } => {
-            let sgd = OptimizerConfig::sgd(momentum, l2)
-                .with_nesterov(nesterov)
-                .init::<B>();
+            let sgd = OptimizerConfig::sgd(momentum, nesterov, l2).init::<B>();
             train_loop(&config, splits, run, device, net, sgd)
         }
         OptimizerConfig::Adam { l2, .. } => {

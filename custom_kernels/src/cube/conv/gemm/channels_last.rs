@@ -1,9 +1,13 @@
-//! The bf16 GEMMs' channels-last operands (the input or the conv output's gradient copied
-//! and padded, the filters reordered) and the channels-last forward-shaped launch that reads
-//! them, apart from the gathering kernels' launches because only bf16 layers whose channels
-//! come in runs of eight take this path.
+//! The tensor-core GEMMs' channels-last operands (the input or the conv output's gradient
+//! copied and padded, the filters reordered; bf16, or fp32 for TF32 products) and the
+//! channels-last forward-shaped launch that reads them, apart from the gathering kernels'
+//! launches because only layers whose channels come in whole runs take this path.
+//!
+//! The launches are generic over `S`, the type the copies store (bf16, or `F` itself for
+//! TF32), and `M`, the products' operand type (bf16 or TF32): [`super::forward`] and the
+//! backward pick them once from the precision.
 
-use burn::tensor::{DType, bf16};
+use burn::tensor::DType;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
@@ -20,9 +24,14 @@ use crate::kernels::conv::channels_last::{
     ChannelsLastLaunch, filters_channels_last, padded_channels_last, routed_channels_last,
 };
 use crate::kernels::conv::gemm::CUBE_UNITS;
-use crate::kernels::conv::gemm_channels_last::{RUN, conv_gemm_channels_last};
-use crate::kernels::conv::gemm_tensor_cores::{SLICE_DEPTH, TensorTile};
+use crate::kernels::conv::gemm_channels_last::{RUN_BYTES, SLICE_RUNS, conv_gemm_channels_last};
+use crate::kernels::conv::gemm_tensor_cores::{BF16_PRODUCT_DEPTH, TF32_PRODUCT_DEPTH, TensorTile};
 use crate::kernels::geometry::Window;
+
+/// Values in one run of a channels-last map of `dtype` (16 bytes): eight bf16, four fp32.
+pub(super) fn run_of(dtype: DType) -> usize {
+    RUN_BYTES / dtype.size()
+}
 
 /// Fewest cubes an SM of the tall channels-last tiles' grid (see [`channels_last_tile`]).
 const TALL_CUBES_PER_SM: usize = 3;
@@ -62,10 +71,11 @@ pub(super) fn channels_last_size(quads: [usize; 2], window: Window) -> [usize; 2
 }
 
 /// [`conv_gemm_channels_last`] of `gemm` over [`channels_last_tile`]s, on `copy` (the map
-/// channels-last, from [`channels_last_copy`] with the sizes of [`channels_last_size`]),
-/// after copying the filters into the layout it reads ([`filters_channels_last`]): their
-/// columns to whole tiles and their depth to whole slices.
-pub(super) fn launch_channels_last<R: CubeRuntime, F: FloatElement>(
+/// channels-last in `S`, from [`channels_last_copy`] with the sizes of
+/// [`channels_last_size`]), after copying the filters into the layout it reads
+/// ([`filters_channels_last`]): their columns to whole tiles and their depth to whole
+/// slices. Its products take `M` operands.
+pub(super) fn launch_channels_last<R: CubeRuntime, F: FloatElement, S: FloatElement, M: Float>(
     copy: &CubeTensor<R>,
     gemm: GemmLaunch<'_, R>,
 ) {
@@ -74,13 +84,17 @@ pub(super) fn launch_channels_last<R: CubeRuntime, F: FloatElement>(
     let [_, cols, _, _] = dims4(gemm.output);
     let quads = batch * gemm.quads[0] * gemm.quads[1];
     let tile = channels_last_tile(4 * quads, cols, &copy.client);
-    let run = RUN as usize;
+    let run = run_of(S::dtype());
+    let product_depth = match S::dtype() {
+        DType::BF16 => BF16_PRODUCT_DEPTH,
+        _ => TF32_PRODUCT_DEPTH,
+    };
     let depth = channels * (window.size_h * window.size_w) as usize;
-    let depth_runs = depth.next_multiple_of(SLICE_DEPTH as usize) / run;
+    let depth_runs = depth.div_ceil(run).next_multiple_of(SLICE_RUNS as usize);
     let columns = cols.next_multiple_of(tile.columns() as usize);
-    let filters = empty_like(copy, [columns, depth_runs * run], DType::BF16);
+    let filters = empty_like(copy, [columns, depth_runs * run], S::dtype());
     let (count, dim) = elementwise_over(&copy.client, columns * depth_runs);
-    launch!(filters_channels_last::<F, bf16, R>(
+    launch!(filters_channels_last::<F, S, R>(
         &filters,
         count,
         dim,
@@ -99,7 +113,7 @@ pub(super) fn launch_channels_last<R: CubeRuntime, F: FloatElement>(
         cols.div_ceil(tile.columns() as usize) as u32,
         1,
     );
-    launch!(conv_gemm_channels_last::<F, bf16, R>(
+    launch!(conv_gemm_channels_last::<F, S, M, R>(
         gemm.output,
         count,
         CubeDim::new_1d(CUBE_UNITS),
@@ -118,27 +132,29 @@ pub(super) fn launch_channels_last<R: CubeRuntime, F: FloatElement>(
         depth_runs as u32,
         *window,
         tile,
+        product_depth,
         argmax_storage(gemm.argmax),
     ));
 }
 
-/// `src` (a 4-D NCHW map) copied by [`padded_channels_last`] into a new bf16 map
+/// `src` (a 4-D NCHW map) copied by [`padded_channels_last`] into a new map of `S`
 /// [N, rows, columns, channels] of `size` = [rows, columns], shifted by `pad`: zeros where
 /// `src` has no value.
-pub(super) fn channels_last_copy<R: CubeRuntime, F: FloatElement>(
+pub(super) fn channels_last_copy<R: CubeRuntime, F: FloatElement, S: FloatElement>(
     src: &CubeTensor<R>,
     size: [usize; 2],
     pad: [u32; 2],
 ) -> CubeTensor<R> {
     let [batch, channels, _, _] = dims4(src);
-    let copy = empty_like(src, [batch, size[0], size[1], channels], DType::BF16);
-    let runs = batch * size[0] * size[1] * channels / RUN as usize;
+    let copy = empty_like(src, [batch, size[0], size[1], channels], S::dtype());
+    let run = run_of(S::dtype());
+    let runs = batch * size[0] * size[1] * channels / run;
     let (count, dim) = elementwise_over(&src.client, runs);
-    launch!(padded_channels_last::<F, bf16, R>(
+    launch!(padded_channels_last::<F, S, R>(
         &copy,
         count,
         dim,
-        RUN as usize,
+        run,
         src.clone().into_array_arg(),
         copy.clone().into_array_arg(),
         nchw(src),
@@ -156,11 +172,11 @@ pub(super) fn channels_last_map<R: CubeRuntime>(map: &CubeTensor<R>) -> Channels
         batch,
         rows as u32,
         cols as u32,
-        (channels / RUN as usize) as u32,
+        (channels / run_of(map.dtype)) as u32,
     )
 }
 
-/// The conv output's gradient channels-last in bf16, as the bf16 input and weight gradients
+/// The conv output's gradient channels-last, as the channels-last input and weight gradients
 /// read it ([`conv_gemm_channels_last`],
 /// [`crate::kernels::conv::gemm_weight_grad_channels_last`]): `map`, with each conv
 /// position shifted by `padding`.
@@ -169,11 +185,11 @@ pub(crate) struct ChannelsLastGrad<R: CubeRuntime> {
     pub padding: [u32; 2],
 }
 
-/// [`ChannelsLastGrad`] from the conv output's gradient `grad` (contiguous), or a 2×2
+/// [`ChannelsLastGrad`] in `S` from the conv output's gradient `grad` (contiguous), or a 2×2
 /// stride-2 pool's gradient routed through `argmax` in the same pass
 /// ([`routed_channels_last`]; other pools' first routed back as they are): padded for the
 /// input gradient's GEMM over `input_window` where there is one, else not.
-pub(crate) fn conv_grad_channels_last<R: CubeRuntime, F: FloatElement>(
+pub(crate) fn conv_grad_channels_last<R: CubeRuntime, F: FloatElement, S: FloatElement>(
     operands: &ConvOperands<R>,
     grad: &CubeTensor<R>,
     argmax: Option<&CubeTensor<R>>,
@@ -191,14 +207,15 @@ pub(crate) fn conv_grad_channels_last<R: CubeRuntime, F: FloatElement>(
     let map = match argmax {
         Some(argmax) if pools_in_quads(pool) => {
             let [batch, c_out, _, _] = dims4(grad);
-            let map = empty_like(grad, [batch, size[0], size[1], c_out], DType::BF16);
-            let runs = batch * size[0] * size[1] * c_out / RUN as usize;
+            let map = empty_like(grad, [batch, size[0], size[1], c_out], S::dtype());
+            let run = run_of(S::dtype());
+            let runs = batch * size[0] * size[1] * c_out / run;
             let (count, dim) = elementwise_over(&grad.client, runs);
-            launch!(routed_channels_last::<F, bf16, R>(
+            launch!(routed_channels_last::<F, S, R>(
                 &map,
                 count,
                 dim,
-                RUN as usize,
+                run,
                 grad.clone().into_array_arg(),
                 argmax.clone().into_array_arg(),
                 map.clone().into_array_arg(),
@@ -212,7 +229,7 @@ pub(crate) fn conv_grad_channels_last<R: CubeRuntime, F: FloatElement>(
         }
         _ => {
             let conv_grad = operands.conv_grad::<F>(grad, argmax, pool);
-            channels_last_copy::<R, F>(&conv_grad, size, padding)
+            channels_last_copy::<R, F, S>(&conv_grad, size, padding)
         }
     };
     ChannelsLastGrad { map, padding }
@@ -222,7 +239,7 @@ pub(crate) fn conv_grad_channels_last<R: CubeRuntime, F: FloatElement>(
 /// `covered` = [rows, columns]: the forward's `copy` where it covers them (the forward's
 /// grid of quads may stop a row or column short of an odd-sized output under a pool),
 /// else a new copy.
-pub(super) fn backward_input_copy<R: CubeRuntime, F: FloatElement>(
+pub(super) fn backward_input_copy<R: CubeRuntime, F: FloatElement, S: FloatElement>(
     operands: &ConvOperands<R>,
     copy: Option<CubeTensor<R>>,
     covered: [usize; 2],
@@ -235,7 +252,7 @@ pub(super) fn backward_input_copy<R: CubeRuntime, F: FloatElement>(
         Some(copy) if covers(&copy) => copy,
         _ => {
             let w = operands.window;
-            channels_last_copy::<R, F>(&operands.x, covered, [w.pad_h, w.pad_w])
+            channels_last_copy::<R, F, S>(&operands.x, covered, [w.pad_h, w.pad_w])
         }
     }
 }

@@ -2,16 +2,16 @@
 //! pool, and the stride-1 input gradient, which is a forward convolution of the output
 //! gradient), with the choice of tile and kernel (fp32, TF32 or bf16) each launch makes.
 
-use burn::tensor::bf16;
+use burn::tensor::{DType, bf16};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
 use super::channels_last::{
-    ChannelsLastGrad, channels_last_copy, channels_last_size, launch_channels_last,
+    ChannelsLastGrad, channels_last_copy, channels_last_size, launch_channels_last, run_of,
 };
-use super::weight_grad::weight_grad_channels_last;
+use super::weight_grad::channels_last_backward;
 use super::{ConvOperands, quads_over, tensor_core_operands};
 use crate::Precision;
 use crate::cube::alloc::empty_like;
@@ -20,7 +20,6 @@ use crate::cube::launch::launch;
 use crate::cube::layout::{dims4, nchw};
 use crate::cube::pool::argmax_storage;
 use crate::kernels::conv::gemm::{CUBE_UNITS, Tile, conv_gemm};
-use crate::kernels::conv::gemm_channels_last::RUN;
 use crate::kernels::conv::gemm_tensor_cores::{
     BF16_PRODUCT_DEPTH, TF32_PRODUCT_DEPTH, TensorTile, conv_gemm_tensor_cores,
 };
@@ -73,9 +72,9 @@ fn tile_for(quads: usize, cols: usize, sms: Option<usize>) -> Tile {
 }
 
 /// Launches `gemm` as [`conv_gemm`], or at [`Precision::Tf32`] or [`Precision::Bf16`] where
-/// the runtime has matrix units for it as [`conv_gemm_tensor_cores`] — in bf16 as
-/// [`super::channels_last`]'s GEMM where `src`'s channels come in runs of [`RUN`], returning
-/// the channels-last copy of `src` it made for it.
+/// the runtime has matrix units for it as [`conv_gemm_tensor_cores`] — as
+/// [`super::channels_last`]'s GEMM where `src`'s channels come in whole runs, returning the
+/// channels-last copy of `src` it made for it.
 fn launch_gemm<R: CubeRuntime, F: FloatElement>(
     src: CubeTensor<R>,
     gemm: GemmLaunch<'_, R>,
@@ -83,12 +82,15 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
 ) -> Option<CubeTensor<R>> {
     let [batch, cols, _, _] = dims4(gemm.output);
     let operands = tensor_core_operands(precision, F::dtype(), &src.client);
-    if operands == Some(Precision::Bf16) && dims4(&src)[1].is_multiple_of(RUN as usize) {
-        let size = channels_last_size(gemm.quads, gemm.window);
-        let padding = [gemm.window.pad_h, gemm.window.pad_w];
-        let copy = channels_last_copy::<R, F>(&src, size, padding);
-        launch_channels_last::<R, F>(&copy, gemm);
-        return Some(copy);
+    let channels = dims4(&src)[1];
+    match operands {
+        Some(Precision::Bf16) if channels.is_multiple_of(run_of(DType::BF16)) => {
+            return Some(channels_last_gemm::<R, F, bf16, bf16>(&src, gemm));
+        }
+        Some(Precision::Tf32) if channels.is_multiple_of(run_of(F::dtype())) => {
+            return Some(channels_last_gemm::<R, F, F, tf32>(&src, gemm));
+        }
+        _ => {}
     }
     let GemmLaunch {
         weight,
@@ -151,6 +153,19 @@ fn launch_gemm<R: CubeRuntime, F: FloatElement>(
     None
 }
 
+/// `gemm` as [`launch_channels_last`] on a channels-last copy of `src` in `S`, with `M`
+/// products; returns the copy.
+fn channels_last_gemm<R: CubeRuntime, F: FloatElement, S: FloatElement, M: Float>(
+    src: &CubeTensor<R>,
+    gemm: GemmLaunch<'_, R>,
+) -> CubeTensor<R> {
+    let size = channels_last_size(gemm.quads, gemm.window);
+    let padding = [gemm.window.pad_h, gemm.window.pad_w];
+    let copy = channels_last_copy::<R, F, S>(src, size, padding);
+    launch_channels_last::<R, F, S, M>(&copy, gemm);
+    copy
+}
+
 /// max-pool₂ₓ₂(ReLU(conv(x) + bias)) into `output` and `argmax` (the pooled map's shape),
 /// returning the input's copy where the weight gradient reads it too (see
 /// [`super::channels_last::backward_input_copy`]).
@@ -162,7 +177,7 @@ pub(crate) fn forward_relu_pool<R: CubeRuntime, F: FloatElement>(
 ) -> Option<CubeTensor<R>> {
     let [_, _, pooled_h, pooled_w] = dims4(output);
     let precision = operands.precision;
-    let keep_copy = weight_grad_channels_last::<R, F>(&operands);
+    let keep_copy = channels_last_backward::<R, F>(&operands).is_some();
     let gemm = GemmLaunch {
         weight: operands.weight,
         bias,
@@ -188,7 +203,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     );
     let quads = quads_over(operands.out_size);
     let precision = operands.precision;
-    let keep_copy = weight_grad_channels_last::<R, F>(&operands);
+    let keep_copy = channels_last_backward::<R, F>(&operands).is_some();
     let gemm = GemmLaunch {
         weight: operands.weight,
         bias,
@@ -234,16 +249,21 @@ pub(crate) fn input_grad<R: CubeRuntime, F: FloatElement>(
     x_grad
 }
 
-/// dx as [`input_grad`], from the conv output's gradient copied channels-last by
-/// [`super::conv_grad_channels_last`] for the input gradient's `window`.
-pub(crate) fn input_grad_channels_last<R: CubeRuntime, F: FloatElement>(
+/// dx as [`input_grad`], from the conv output's gradient copied channels-last in `S` by
+/// [`super::conv_grad_channels_last`] for the input gradient's `window`, with `M` products.
+pub(crate) fn input_grad_channels_last<
+    R: CubeRuntime,
+    F: FloatElement,
+    S: FloatElement,
+    M: Float,
+>(
     operands: &ConvOperands<R>,
     conv_grad: &ChannelsLastGrad<R>,
     window: Window,
 ) -> CubeTensor<R> {
     let x_grad = empty_like(&operands.x, operands.x_dims, F::dtype());
     let gemm = input_grad_launch(operands, &x_grad, window);
-    launch_channels_last::<R, F>(&conv_grad.map, gemm);
+    launch_channels_last::<R, F, S, M>(&conv_grad.map, gemm);
     x_grad
 }
 

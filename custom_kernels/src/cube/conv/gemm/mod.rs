@@ -4,14 +4,15 @@
 //! one, and the partial sums of the weight and bias gradients. At [`Precision::Tf32`] and
 //! [`Precision::Bf16`] all three run on the tensor cores
 //! ([`crate::kernels::conv::gemm_tensor_cores`],
-//! [`crate::kernels::conv::gemm_weight_grad_tensor_cores`]); in bf16, where the summed
-//! channels come in runs of eight, on channels-last copies of their operands
-//! ([`crate::kernels::conv::gemm_channels_last`],
-//! [`crate::kernels::conv::gemm_weight_grad_channels_last`]).
+//! [`crate::kernels::conv::gemm_weight_grad_tensor_cores`]); where the summed channels
+//! come in whole 16-byte runs (eight bf16, four fp32), on channels-last copies of their
+//! operands ([`crate::kernels::conv::gemm_channels_last`],
+//! [`crate::kernels::conv::gemm_weight_grad_channels_last`],
+//! [`crate::kernels::conv::gemm_weight_grad_tf32`]).
 //!
 //! This file decides where the GEMMs apply and in which precision they multiply, so that
 //! one place answers both; the launches are in [`forward`](mod@forward) (forward and input
-//! gradient), [`channels_last`] (the bf16 copies and their launches) and [`weight_grad`].
+//! gradient), [`channels_last`] (the channels-last copies and their launches) and [`weight_grad`].
 
 mod channels_last;
 mod forward;
@@ -26,7 +27,7 @@ use cubecl::prelude::*;
 pub(crate) use channels_last::conv_grad_channels_last;
 pub(crate) use forward::{forward, forward_relu_pool, input_grad, input_grad_channels_last};
 pub(crate) use weight_grad::{
-    weight_grad_applies, weight_grad_channels_last, weight_grad_partials,
+    channels_last_backward, weight_grad_applies, weight_grad_partials,
     weight_grad_partials_channels_last,
 };
 
@@ -87,8 +88,8 @@ pub(crate) fn input_grad_window<R: CubeRuntime>(operands: &ConvOperands<R>) -> O
 /// The precision the GEMMs of `dtype` tensors multiply in on `client` at `precision`:
 /// [`Precision::Tf32`] or [`Precision::Bf16`] where the runtime has matrix units for it and
 /// the tensors are f32; else `None` (the fp32 kernel). TF32 takes `wmma`'s 16 × 16 × 8
-/// products; bf16 takes its 16 × 16 × 16 ones (the weight gradient) and `mma`'s 16 × 8 × 16
-/// (the forward and the input gradient): CUDA from compute capability 8.0 on.
+/// products (the gathering kernels) and `mma`'s 16 × 8 × 8 (the channels-last ones); bf16
+/// takes `wmma`'s 16 × 16 × 16 and `mma`'s 16 × 8 × 16: CUDA from compute capability 8.0 on.
 pub(crate) fn tensor_core_operands<R: CubeRuntime>(
     precision: Precision,
     dtype: DType,
@@ -110,6 +111,9 @@ pub(crate) fn tensor_core_operands<R: CubeRuntime>(
             matrix
                 .cmma
                 .contains(&units(FloatKind::TF32, PRODUCT_SIDE, TF32_PRODUCT_DEPTH))
+                && matrix
+                    .mma
+                    .contains(&units(FloatKind::TF32, MMA_COLUMNS, TF32_PRODUCT_DEPTH))
         }
         Precision::Bf16 => {
             matrix

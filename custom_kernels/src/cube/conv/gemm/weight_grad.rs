@@ -2,12 +2,12 @@
 //! kernels) and the split of the batch's quads or positions that fills the GPU's waves,
 //! kept beside the launches that size their grids with it.
 
-use burn::tensor::bf16;
+use burn::tensor::{DType, bf16};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
-use super::channels_last::{ChannelsLastGrad, backward_input_copy, channels_last_map};
+use super::channels_last::{ChannelsLastGrad, backward_input_copy, channels_last_map, run_of};
 use super::{ConvOperands, MIN_CHANNELS, SMS_UNKNOWN, forward_applies, pools_in_quads};
 use super::{quads_over, tensor_core_operands};
 use crate::Precision;
@@ -16,7 +16,6 @@ use crate::cube::launch::launch;
 use crate::cube::layout::{dims4, nchw};
 use crate::cube::pool::argmax_storage;
 use crate::kernels::conv::gemm::CUBE_UNITS;
-use crate::kernels::conv::gemm_channels_last::RUN;
 use crate::kernels::conv::gemm_tensor_cores::{BF16_PRODUCT_DEPTH, TF32_PRODUCT_DEPTH};
 use crate::kernels::conv::gemm_weight_grad::{SLICE_QUADS, TILE_SIDE, conv_gemm_weight_grad};
 use crate::kernels::conv::gemm_weight_grad_channels_last::{
@@ -25,6 +24,7 @@ use crate::kernels::conv::gemm_weight_grad_channels_last::{
 use crate::kernels::conv::gemm_weight_grad_tensor_cores::{
     SLICE_POSITIONS, conv_gemm_weight_grad_tensor_cores,
 };
+use crate::kernels::conv::gemm_weight_grad_tf32::conv_gemm_weight_grad_tf32;
 use crate::kernels::geometry::Window;
 
 /// Fewest quads one split of the weight gradient walks (8 slices): fewer would spend more
@@ -135,24 +135,32 @@ fn split_size<R: CubeRuntime>(
     items.div_ceil(splits).next_multiple_of(slice as usize)
 }
 
-/// Whether the weight gradient of `operands` runs on channels-last copies
-/// ([`conv_gemm_weight_grad_channels_last`]): in bf16 on the tensor cores, with input and
-/// output channels in runs of [`RUN`].
-pub(crate) fn weight_grad_channels_last<R: CubeRuntime, F: FloatElement>(
+/// The precision in which the backward of `operands` runs on channels-last copies
+/// ([`conv_gemm_weight_grad_channels_last`], [`conv_gemm_weight_grad_tf32`] and the
+/// channels-last input gradient), if it does: bf16 or TF32 on the tensor cores, with input
+/// and output channels in whole runs.
+pub(crate) fn channels_last_backward<R: CubeRuntime, F: FloatElement>(
     operands: &ConvOperands<R>,
-) -> bool {
+) -> Option<Precision> {
     let [c_out, c_in, _, _] = operands.weight_dims;
-    let run = RUN as usize;
-    tensor_core_operands(operands.precision, F::dtype(), &operands.x.client)
-        == Some(Precision::Bf16)
-        && c_in.is_multiple_of(run)
-        && c_out.is_multiple_of(run)
+    let precision = tensor_core_operands(operands.precision, F::dtype(), &operands.x.client)?;
+    let run = match precision {
+        Precision::Bf16 => run_of(DType::BF16),
+        _ => run_of(F::dtype()),
+    };
+    (c_in.is_multiple_of(run) && c_out.is_multiple_of(run)).then_some(precision)
 }
 
 /// The weight gradient's partial sums (with the weight and bias gradient buffers) where
-/// [`weight_grad_channels_last`] holds, from the conv output's own gradient `conv_grad`:
-/// both it and the input channels-last (the input's from [`backward_input_copy`]).
-pub(crate) fn weight_grad_partials_channels_last<R: CubeRuntime, F: FloatElement>(
+/// [`channels_last_backward`] holds, from the conv output's own gradient `conv_grad`: both
+/// it and the input channels-last in `S` (the input's from [`backward_input_copy`]), the
+/// products in bf16 or, where `S` is fp32, in TF32 (`M`).
+pub(crate) fn weight_grad_partials_channels_last<
+    R: CubeRuntime,
+    F: FloatElement,
+    S: FloatElement,
+    M: Float,
+>(
     operands: &ConvOperands<R>,
     input_copy: Option<CubeTensor<R>>,
     conv_grad: &ChannelsLastGrad<R>,
@@ -177,23 +185,49 @@ pub(crate) fn weight_grad_partials_channels_last<R: CubeRuntime, F: FloatElement
     let w = operands.window;
     let covered = [(rows, w.stride_h, kh), (cols, w.stride_w, kw)]
         .map(|(out, stride, size)| (out - 1) * stride as usize + size);
-    let x = backward_input_copy::<R, F>(operands, input_copy, covered);
-    launch!(conv_gemm_weight_grad_channels_last::<F, bf16, R>(
-        partials,
-        CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32),
-        CubeDim::new_1d(CUBE_UNITS),
-        RUN as usize,
-        x.clone().into_array_arg(),
-        conv_grad.map.clone().into_array_arg(),
-        partials.clone().into_array_arg(),
-        channels_last_map(&x),
-        channels_last_map(&conv_grad.map),
-        conv_grad.padding[0],
-        conv_grad.padding[1],
-        PositionGridLaunch::new(positions, rows as u32, cols as u32, c_out, depth, per_split),
-        w,
-        with_bias,
-    ));
+    let x = backward_input_copy::<R, F, S>(operands, input_copy, covered);
+    let grid =
+        PositionGridLaunch::new(positions, rows as u32, cols as u32, c_out, depth, per_split);
+    let count = CubeCount::Static(tiles[0] as u32, tiles[1] as u32, splits as u32);
+    let run = run_of(S::dtype());
+    let (x_map, grad_map) = (channels_last_map(&x), channels_last_map(&conv_grad.map));
+    let [pad_h, pad_w] = conv_grad.padding;
+    let (x, grad) = (x.into_array_arg(), conv_grad.map.clone().into_array_arg());
+    let dim = CubeDim::new_1d(CUBE_UNITS);
+    match S::dtype() {
+        DType::BF16 => launch!(conv_gemm_weight_grad_channels_last::<F, S, R>(
+            partials,
+            count,
+            dim,
+            run,
+            x,
+            grad,
+            partials.clone().into_array_arg(),
+            x_map,
+            grad_map,
+            pad_h,
+            pad_w,
+            grid,
+            w,
+            with_bias,
+        )),
+        _ => launch!(conv_gemm_weight_grad_tf32::<F, M, R>(
+            partials,
+            count,
+            dim,
+            run,
+            x,
+            grad,
+            partials.clone().into_array_arg(),
+            x_map,
+            grad_map,
+            pad_h,
+            pad_w,
+            grid,
+            w,
+            with_bias,
+        )),
+    }
     buffers
 }
 
