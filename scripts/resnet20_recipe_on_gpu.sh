@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ResNet-20 with configs/resnet20.toml's recipe (SGD, momentum 0.9, weight decay 5e-4, cosine,
 # batch 128, flips and crops) on generated learnable CIFAR-format records, in one call on a
-# GPU machine: `cubenet train` on CUDA in fp32 and bf16, and pytorch/resnet20_recipe.py in
+# GPU machine: `cubenet train` on CUDA in fp32, TF32 and bf16, and pytorch/resnet20_recipe.py in
 # PyTorch's default settings (TF32 convolutions) and its fastest (channels-last, bf16
 # autocast, torch.compile). Each prints its seconds per epoch and its test accuracy.
 # Build `cubenet` here with --all-features and pack it into .device-bin/ first (see
@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gp
 epochs=${EPOCHS:-5}
 data=$(mktemp -d)
 python3 scripts/generated_cifar.py "$data" --learnable
-for precision in fp32 bf16; do
+for precision in fp32 tf32 bf16; do
   echo "== cubenet, $precision"
   .device-bin/cubenet train --config configs/resnet20.toml --backend cuda \
     --set "data.dir=\"$data\"" --set "model.precision=\"$precision\"" --epochs "$epochs" \
