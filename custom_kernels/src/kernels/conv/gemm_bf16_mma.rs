@@ -147,8 +147,12 @@ pub(crate) fn mma_slice<F: Float, S: Float>(
 
 /// The warp's `mma` sums (`row_blocks` × `column_blocks` products of 16 × 8, row
 /// block-major) into `finished`: value (row, column) of the warp's block at `first +
-/// row · row_step + column · column_step`, each where the `mma` layout puts it.
+/// row · row_step + column · column_step`, each where the `mma` layout puts it. With
+/// `run_rows`, row r of row block i is row 4 · (r mod 8) + 2i + r / 8 and column n of column
+/// block j is column 4n + j, the TF32 weight gradient's mapping
+/// ([`super::gemm_weight_grad_tf32`]); with `add`, the sums are added to the values there.
 #[cube]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn store_mma_sums<F: Float, S: Float>(
     sums: &Sequence<Array<Vector<F, Two>>>,
     finished: &mut SharedMemory<F>,
@@ -157,6 +161,8 @@ pub(crate) fn store_mma_sums<F: Float, S: Float>(
     #[comptime] column_step: u32,
     #[comptime] row_blocks: u32,
     #[comptime] column_blocks: u32,
+    #[comptime] run_rows: bool,
+    #[comptime] add: bool,
 ) {
     let mma = bf16_mma::<F, S>();
     let lane = lane_of_unit();
@@ -170,12 +176,20 @@ pub(crate) fn store_mma_sums<F: Float, S: Float>(
                 let values = sum[pair as usize];
                 #[unroll]
                 for e in 0..2u32 {
-                    let (row, column) =
+                    let (in_row, in_column) =
                         mma.position_of_nth(lane, pair * 2 + e, cmma::MatrixIdent::Accumulator);
-                    let row = i * PRODUCT_SIDE + row;
-                    let column = j * MMA_COLUMNS + column;
-                    finished[(first + row * row_step + column * column_step) as usize] =
-                        values[e as usize];
+                    let mut row = i * PRODUCT_SIDE + in_row;
+                    let mut column = j * MMA_COLUMNS + in_column;
+                    if run_rows {
+                        row = 4 * (in_row % 8) + 2 * i + in_row / 8;
+                        column = 4 * in_column + j;
+                    }
+                    let at = (first + row * row_step + column * column_step) as usize;
+                    if add {
+                        finished[at] += values[e as usize];
+                    } else {
+                        finished[at] = values[e as usize];
+                    }
                 }
             }
         }

@@ -124,6 +124,8 @@ pub fn conv_gemm_channels_last<F: Float, S: Float, M: Float, V: Size, A: Int>(
         rows_floats,
         comptime!(tile.warp_row_blocks),
         WARP_MMA_COLUMNS,
+        false,
+        false,
     );
     sync_cube();
     write_finished::<F, A>(

@@ -318,6 +318,8 @@ pub fn conv_gemm_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             rows_floats,
             WARP_PRODUCTS,
             WARP_MMA_COLUMNS,
+            false,
+            false,
         );
     } else {
         #[unroll]

@@ -88,13 +88,9 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
         conv,
     );
 
-    let staged_len = comptime!((SLICE_POSITIONS * STAGED_RUNS) as usize);
-    let mut grads = SharedMemory::<Vector<S, V>>::new_aligned(staged_len, FRAGMENT_ALIGN);
-    let mut patches = SharedMemory::<Vector<S, V>>::new_aligned(staged_len, FRAGMENT_ALIGN);
-    let mut finished = SharedMemory::<F>::new_aligned(
-        comptime!((TILE_SIDE * FINISHED_ROW) as usize),
-        FRAGMENT_ALIGN,
-    );
+    let mut grads = new_staging::<S, V>(STAGED_RUNS);
+    let mut patches = new_staging::<S, V>(STAGED_RUNS);
+    let mut finished = new_finished::<F>();
 
     // This warp's block: filters from `warp_co`, depths from `warp_k`.
     let warp = warp_of_unit();
@@ -104,17 +100,10 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
     let starts = StagedStarts::of_this_lane(warp_co, warp_k, BF16_RUN);
 
     let bias_loader = with_bias && CUBE_POS_X == 0;
-    let mut bias_sums = Array::<F>::new(BF16_RUN as usize);
-    #[unroll]
-    for j in 0..BF16_RUN as usize {
-        bias_sums[j] = F::new(0.0);
-    }
+    let mut bias_sums = zero_sums::<F>(BF16_RUN);
 
     // The next slice's values, loaded during this slice's products.
-    let mut next = PositionRuns {
-        grad: RunBits::new(0u32),
-        patch: RunBits::new(0u32),
-    };
+    let mut next = PositionRuns::zeros();
     loads.load_next::<S, V>(x, grad, &mut next, &x_map, &grad_map, conv);
     let staged_at = (loads.slot * STAGED_RUNS + loads.run) as usize;
     let mut first = loads.begin;
@@ -146,21 +135,82 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
         1u32,
         1u32,
         WARP_MMA_COLUMNS,
+        false,
+        false,
     );
+    write_tile::<F>(
+        &mut finished,
+        partials,
+        &grid,
+        first_co,
+        first_k,
+        conv,
+        loads.bias_sums::<F>(bias_sums, bias_loader),
+        SLICE_POSITIONS,
+        BF16_RUN,
+    );
+}
+
+/// A staging of a slice: [`SLICE_POSITIONS`] rows of `staged_runs` runs.
+#[cube]
+pub(crate) fn new_staging<S: Float, V: Size>(
+    #[comptime] staged_runs: u32,
+) -> SharedMemory<Vector<S, V>> {
+    SharedMemory::<Vector<S, V>>::new_aligned(
+        comptime!((SLICE_POSITIONS * staged_runs) as usize),
+        FRAGMENT_ALIGN,
+    )
+}
+
+/// The finished tile's fp32 sums, row-major: filter co's depth k at co · [`FINISHED_ROW`] + k.
+#[cube]
+pub(crate) fn new_finished<F: Float>() -> SharedMemory<F> {
+    SharedMemory::<F>::new_aligned(
+        comptime!((TILE_SIDE * FINISHED_ROW) as usize),
+        FRAGMENT_ALIGN,
+    )
+}
+
+/// `values` bias sums, zero.
+#[cube]
+pub(crate) fn zero_sums<F: Float>(#[comptime] values: u32) -> Array<F> {
+    let mut sums = Array::<F>::new(values as usize);
+    #[unroll]
+    for j in 0..values as usize {
+        sums[j] = F::new(0.0);
+    }
+    sums
+}
+
+/// A unit's bias sums over its loads, and where they lie: position `slot` of a slice, run
+/// `run` of the tile's filters; `loader` says whether this unit's are the tile's.
+#[derive(CubeType)]
+pub(crate) struct BiasSums<F: Float> {
+    pub sums: Array<F>,
+    pub loader: bool,
+    pub slot: u32,
+    pub run: u32,
+}
+
+/// The finished tile (once every warp's sums are in `finished`) into this split's partials,
+/// then the bias loaders' sums over `slots` positions of runs of `values` filters.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_tile<F: Float>(
+    finished: &mut SharedMemory<F>,
+    partials: &mut Array<F>,
+    grid: &PositionGrid,
+    first_co: usize,
+    first_k: usize,
+    #[comptime] conv: Window,
+    bias: BiasSums<F>,
+    #[comptime] slots: u32,
+    #[comptime] values: u32,
+) {
     sync_cube();
-    write_partials::<F>(&finished, partials, &grid, first_co, first_k, conv);
-    if bias_loader {
-        write_bias::<F>(
-            &mut finished,
-            partials,
-            &bias_sums,
-            &grid,
-            first_co,
-            loads.slot,
-            loads.run,
-            SLICE_POSITIONS,
-            BF16_RUN,
-        );
+    write_partials::<F>(finished, partials, grid, first_co, first_k, conv);
+    if bias.loader {
+        write_bias::<F>(finished, partials, &bias, grid, first_co, slots, values);
     }
 }
 
@@ -168,7 +218,7 @@ pub fn conv_gemm_weight_grad_channels_last<F: Float, S: Float, V: Size>(
 /// this split's partials: adjacent units write a filter's adjacent depths, each at its
 /// (channel, tap) place.
 #[cube]
-pub(crate) fn write_partials<F: Float>(
+fn write_partials<F: Float>(
     finished: &SharedMemory<F>,
     partials: &mut Array<F>,
     grid: &PositionGrid,
@@ -189,36 +239,33 @@ pub(crate) fn write_partials<F: Float>(
     }
 }
 
-/// The bias partials of the tile's filters: each loader's `bias_sums` over its position
-/// `slot` (of `slots`) for its `run` of `values` filters, added up over the slots in shared
-/// memory (the products are done with `finished`). Called by the bias loaders only.
+/// The bias partials of the tile's filters: each loader's sums (see [`BiasSums`]) added up
+/// over the `slots` positions of a slice in shared memory (the products are done with
+/// `finished`). Called by the bias loaders only.
 #[cube]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn write_bias<F: Float>(
+fn write_bias<F: Float>(
     finished: &mut SharedMemory<F>,
     partials: &mut Array<F>,
-    bias_sums: &Array<F>,
+    bias: &BiasSums<F>,
     grid: &PositionGrid,
     first_co: usize,
-    slot: u32,
-    run: u32,
     #[comptime] slots: u32,
     #[comptime] values: u32,
 ) {
     sync_cube();
     #[unroll]
     for j in 0..values {
-        finished[(slot * TILE_SIDE + run * values + j) as usize] = bias_sums[j as usize];
+        finished[(bias.slot * TILE_SIDE + bias.run * values + j) as usize] = bias.sums[j as usize];
     }
     sync_cube();
     if UNIT_POS < TILE_SIDE {
         let co = first_co + UNIT_POS as usize;
-        let mut bias = F::new(0.0);
+        let mut total = F::new(0.0);
         for s in 0..slots {
-            bias += finished[(s * TILE_SIDE + UNIT_POS) as usize];
+            total += finished[(s * TILE_SIDE + UNIT_POS) as usize];
         }
         if co < grid.c_out {
-            partials[partials_row(grid, co) + grid.depth] = bias;
+            partials[partials_row(grid, co) + grid.depth] = total;
         }
     }
 }
@@ -267,6 +314,16 @@ pub(crate) struct PositionLoads {
 pub(crate) struct PositionRuns {
     pub grad: RunBits,
     pub patch: RunBits,
+}
+
+#[cube]
+impl PositionRuns {
+    pub(crate) fn zeros() -> PositionRuns {
+        PositionRuns {
+            grad: RunBits::new(0u32),
+            patch: RunBits::new(0u32),
+        }
+    }
 }
 
 #[cube]
@@ -322,6 +379,16 @@ impl PositionLoads {
             grad_active,
             patch_offset,
             patch_active: tap < comptime!(conv.size_h * conv.size_w),
+        }
+    }
+
+    /// This unit's bias `sums` over its loads, the tile's if `loader`.
+    pub(crate) fn bias_sums<F: Float>(&self, sums: Array<F>, loader: bool) -> BiasSums<F> {
+        BiasSums::<F> {
+            sums,
+            loader,
+            slot: self.slot,
+            run: self.run,
         }
     }
 

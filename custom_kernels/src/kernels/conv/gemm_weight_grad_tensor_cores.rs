@@ -160,6 +160,8 @@ pub fn conv_gemm_weight_grad_tensor_cores<F: Float, S: Float, M: Float, A: Int>(
             1u32,
             1u32,
             WARP_MMA_COLUMNS,
+            false,
+            false,
         );
     } else {
         #[unroll]

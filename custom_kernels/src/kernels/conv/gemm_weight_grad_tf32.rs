@@ -24,13 +24,13 @@ use cubecl::prelude::*;
 
 use super::channels_last::ChannelsLast;
 use super::gemm::CUBE_UNITS;
-use super::gemm_bf16_mma::{Two, lane_of_unit, mma_accumulators, warp_of_unit};
-use super::gemm_channels_last::{RunBits, TF32_RUN};
-use super::gemm_tensor_cores::{FRAGMENT_ALIGN, MMA_COLUMNS, PRODUCT_SIDE, TF32_PRODUCT_DEPTH};
+use super::gemm_bf16_mma::{Two, lane_of_unit, mma_accumulators, store_mma_sums, warp_of_unit};
+use super::gemm_channels_last::TF32_RUN;
+use super::gemm_tensor_cores::{MMA_COLUMNS, PRODUCT_SIDE, TF32_PRODUCT_DEPTH};
 use super::gemm_tf32_mma::{One, tf32_mma};
 use super::gemm_weight_grad::TILE_SIDE;
 use super::gemm_weight_grad_channels_last::{
-    PositionGrid, PositionLoads, PositionRuns, write_bias, write_partials,
+    PositionGrid, PositionLoads, PositionRuns, new_finished, new_staging, write_tile, zero_sums,
 };
 use super::gemm_weight_grad_tensor_cores::{FINISHED_ROW, SLICE_POSITIONS, STAGED_ROW};
 use crate::kernels::geometry::Window;
@@ -89,13 +89,9 @@ pub fn conv_gemm_weight_grad_tf32<F: Float, M: Float, V: Size>(
         conv,
     );
 
-    let staged_len = comptime!((SLICE_POSITIONS * STAGED_RUNS) as usize);
-    let mut grads = SharedMemory::<Vector<F, V>>::new_aligned(staged_len, FRAGMENT_ALIGN);
-    let mut patches = SharedMemory::<Vector<F, V>>::new_aligned(staged_len, FRAGMENT_ALIGN);
-    let mut finished = SharedMemory::<F>::new_aligned(
-        comptime!((TILE_SIDE * FINISHED_ROW) as usize),
-        FRAGMENT_ALIGN,
-    );
+    let mut grads = new_staging::<F, V>(STAGED_RUNS);
+    let mut patches = new_staging::<F, V>(STAGED_RUNS);
+    let mut finished = new_finished::<F>();
 
     // This warp's block (filters from `warp_co`, depths from `warp_k`), its half of the
     // positions, and the lane's runs at its first position.
@@ -111,21 +107,11 @@ pub fn conv_gemm_weight_grad_tf32<F: Float, M: Float, V: Size>(
     let mut sums = mma_accumulators::<F>(ROW_BLOCKS * COLUMN_BLOCKS);
 
     let bias_loader = with_bias && CUBE_POS_X == 0;
-    let mut bias_sums = Array::<F>::new(TF32_RUN as usize);
-    #[unroll]
-    for j in 0..TF32_RUN as usize {
-        bias_sums[j] = F::new(0.0);
-    }
+    let mut bias_sums = zero_sums::<F>(TF32_RUN);
 
     // The next slice's values, loaded during this slice's products.
-    let mut next_near = PositionRuns {
-        grad: RunBits::new(0u32),
-        patch: RunBits::new(0u32),
-    };
-    let mut next_far = PositionRuns {
-        grad: RunBits::new(0u32),
-        patch: RunBits::new(0u32),
-    };
+    let mut next_near = PositionRuns::zeros();
+    let mut next_far = PositionRuns::zeros();
     near.load_next::<F, V>(x, grad, &mut next_near, &x_map, &grad_map, conv);
     far.load_next::<F, V>(x, grad, &mut next_far, &x_map, &grad_map, conv);
     let near_at = (slot * STAGED_RUNS + near.run) as usize;
@@ -157,27 +143,23 @@ pub fn conv_gemm_weight_grad_tf32<F: Float, M: Float, V: Size>(
     // The finished tile, row-major: the first half's sums, then the second's added.
     let first_at = warp_co * FINISHED_ROW + warp_k;
     if half == 0 {
-        store_sums::<F, M>(&sums, &mut finished, first_at, false);
+        store_sums::<F>(&sums, &mut finished, first_at, false);
     }
     sync_cube();
     if half == 1 {
-        store_sums::<F, M>(&sums, &mut finished, first_at, true);
+        store_sums::<F>(&sums, &mut finished, first_at, true);
     }
-    sync_cube();
-    write_partials::<F>(&finished, partials, &grid, first_co, first_k, conv);
-    if bias_loader {
-        write_bias::<F>(
-            &mut finished,
-            partials,
-            &bias_sums,
-            &grid,
-            first_co,
-            slot,
-            near.run,
-            LOAD_SLOTS,
-            TF32_RUN,
-        );
-    }
+    write_tile::<F>(
+        &mut finished,
+        partials,
+        &grid,
+        first_co,
+        first_k,
+        conv,
+        near.bias_sums::<F>(bias_sums, bias_loader),
+        LOAD_SLOTS,
+        TF32_RUN,
+    );
 }
 
 /// This warp's products of its half of a staged slice, two 8-deep steps, into `sums` (row
@@ -237,36 +219,22 @@ fn weight_grad_slice<F: Float, M: Float, V: Size>(
 /// The warp's sums into `finished` (row-major, its block from `first`), through the
 /// mapping of the module's notes: written, or `add`ed to what is there.
 #[cube]
-fn store_sums<F: Float, M: Float>(
+fn store_sums<F: Float>(
     sums: &Sequence<Array<Vector<F, Two>>>,
     finished: &mut SharedMemory<F>,
     first: u32,
     #[comptime] add: bool,
 ) {
-    let mma = tf32_mma::<F, M>();
-    let lane = lane_of_unit();
-    #[unroll]
-    for i in 0..ROW_BLOCKS {
-        #[unroll]
-        for j in 0..COLUMN_BLOCKS {
-            let sum = sums.index(comptime!((i * COLUMN_BLOCKS + j) as usize));
-            #[unroll]
-            for pair in 0..2u32 {
-                let values = sum[pair as usize];
-                #[unroll]
-                for e in 0..2u32 {
-                    let (row, column) =
-                        mma.position_of_nth(lane, pair * 2 + e, cmma::MatrixIdent::Accumulator);
-                    let co = 4 * (row % 8) + 2 * i + row / 8;
-                    let k = 4 * column + j;
-                    let at = (first + co * FINISHED_ROW + k) as usize;
-                    if add {
-                        finished[at] += values[e as usize];
-                    } else {
-                        finished[at] = values[e as usize];
-                    }
-                }
-            }
-        }
-    }
+    // The accumulators' layout is the bf16 `mma`'s, whatever the operands.
+    store_mma_sums::<F, F>(
+        sums,
+        finished,
+        first,
+        FINISHED_ROW,
+        1u32,
+        ROW_BLOCKS,
+        COLUMN_BLOCKS,
+        true,
+        add,
+    );
 }

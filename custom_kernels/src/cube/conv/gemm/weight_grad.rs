@@ -193,40 +193,30 @@ pub(crate) fn weight_grad_partials_channels_last<
     let (x_map, grad_map) = (channels_last_map(&x), channels_last_map(&conv_grad.map));
     let [pad_h, pad_w] = conv_grad.padding;
     let (x, grad) = (x.into_array_arg(), conv_grad.map.clone().into_array_arg());
-    let dim = CubeDim::new_1d(CUBE_UNITS);
+    // The bf16 and TF32 kernels take the same arguments.
+    macro_rules! launch_channels_last {
+        ($kernel:ident::<$($generic:ty),+>) => {
+            launch!($kernel::<$($generic),+>(
+                partials,
+                count,
+                CubeDim::new_1d(CUBE_UNITS),
+                run,
+                x,
+                grad,
+                partials.clone().into_array_arg(),
+                x_map,
+                grad_map,
+                pad_h,
+                pad_w,
+                grid,
+                w,
+                with_bias,
+            ))
+        };
+    }
     match S::dtype() {
-        DType::BF16 => launch!(conv_gemm_weight_grad_channels_last::<F, S, R>(
-            partials,
-            count,
-            dim,
-            run,
-            x,
-            grad,
-            partials.clone().into_array_arg(),
-            x_map,
-            grad_map,
-            pad_h,
-            pad_w,
-            grid,
-            w,
-            with_bias,
-        )),
-        _ => launch!(conv_gemm_weight_grad_tf32::<F, M, R>(
-            partials,
-            count,
-            dim,
-            run,
-            x,
-            grad,
-            partials.clone().into_array_arg(),
-            x_map,
-            grad_map,
-            pad_h,
-            pad_w,
-            grid,
-            w,
-            with_bias,
-        )),
+        DType::BF16 => launch_channels_last!(conv_gemm_weight_grad_channels_last::<F, S, R>),
+        _ => launch_channels_last!(conv_gemm_weight_grad_tf32::<F, M, R>),
     }
     buffers
 }
