@@ -93,7 +93,7 @@ impl Args {
             _ => bail!("{path}: not a CNN run"),
         };
         *kernels = self.kernels.unwrap_or(*kernels);
-        *precision = self.precision.unwrap_or(*precision);
+        *precision = self.precision.or(*precision);
         let DataSection::Mnist { options, .. } = &mut config.data else {
             bail!("{path}: not an MNIST run");
         };

@@ -4,7 +4,8 @@ real loop, beside the bare step that pytorch/pytorch_reference.py times.
 
 The same run as cubenet's image runs: Adam at 1e-3 with the learning rate annealed (cosine)
 to 0 over the run, batches of a per-epoch permutation (the last partial one included),
-fp32 with TF32 off, 90% of the training images (cubenet holds out 10% for validation).
+fp32 with TF32 off (--pytorch-defaults: PyTorch's own defaults, TF32 in cuDNN's convolutions
+and fp32 matmuls), 90% of the training images (cubenet holds out 10% for validation).
 Two loops, as a PyTorch user writes them:
   dataloader  the images in host memory, torch.utils.data.DataLoader (4 workers, pinned
               memory, shuffle), each batch copied to the GPU; `loss.item()` every step
@@ -12,7 +13,8 @@ Two loops, as a PyTorch user writes them:
 Started by torchrun on several GPUs, the on-gpu loop is data-parallel as PyTorch users run it:
 a process per GPU, DistributedDataParallel (NCCL), each rank its slice of the epoch's
 permutation at --batches per GPU; the images per second are all ranks' (rank 0 prints).
-Networks: LeNet 32/64 on MNIST, and the CIFAR-shaped network on generated 3x32x32 images
+Networks: the single-conv CNN (32 filters: the design card's, `mnist_cnn`'s defaults) and
+LeNet 32/64 on MNIST, and the CIFAR-shaped network on generated 3x32x32 images
 (as `cubenet bench`'s CIFAR-shaped runs). Reported: images per second over the epochs after
 the first (the first pays for cuDNN autotuning and worker start-up), median of --repeats.
 
@@ -34,28 +36,31 @@ import pytorch_reference as reference
 
 LOOPS = ("dataloader", "on-gpu")
 CIFAR_IMAGES = 50_000
+SIMPLE_FILTERS = 32  # configs/mnist_cnn.toml
 
 
 def parse_args():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add("--data-dir", type=Path, help="the four MNIST IDX files (raw or .gz); --model lenet")
-    add("--model", choices=("lenet", "cifar"), default="lenet")
+    add("--data-dir", type=Path, help="the four MNIST IDX files (raw or .gz); MNIST's networks")
+    add("--model", choices=("simple", "lenet", "cifar"), default="lenet")
     add("--batches", type=reference.int_list, default=[64, 256, 1024])
     add("--loops", type=reference.name_list(LOOPS), default=",".join(LOOPS))
     add("--epochs", type=reference.int_at_least(2), default=3)
     add("--repeats", type=reference.int_at_least(1), default=1)
     add("--workers", type=reference.int_at_least(0), default=4)
+    add("--pytorch-defaults", action="store_true",
+        help="PyTorch's out-of-the-box numerics (TF32 convolutions, fp32 matmuls), not strict fp32")
     args = parser.parse_args()
-    if args.model == "lenet" and args.data_dir is None:
-        parser.error("--model lenet trains on MNIST: give --data-dir")
+    if args.model != "cifar" and args.data_dir is None:
+        parser.error(f"--model {args.model} trains on MNIST: give --data-dir")
     return args
 
 
 def training_images(args):
     """The training images [n, c, h, w] (normalized, on the GPU) and labels."""
-    if args.model == "lenet":
+    if args.model != "cifar":
         images, labels = reference.load_split(args.data_dir, "train")
     else:
         generator = torch.Generator(device="cuda").manual_seed(0)
@@ -68,7 +73,7 @@ def training_images(args):
 def train(args, loop, batch, images, labels):
     """Images per second over epochs 2.. of one run of `loop` at `batch` (per GPU)."""
     torch.manual_seed(0)
-    model = reference.build_model(args.model, None).cuda()
+    model = reference.build_model(args.model, SIMPLE_FILTERS).cuda()
     ranks, rank = distributed_place()
     if ranks > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
@@ -122,6 +127,8 @@ def main():
         distributed.init_process_group("nccl")
     reference.configure_cuda()
     reference.set_precision("pytorch-eager")
+    if args.pytorch_defaults:
+        torch.backends.cudnn.allow_tf32 = True
     try:
         images, labels = training_images(args)
     except reference.DataError as error:
@@ -129,7 +136,8 @@ def main():
     ranks, rank = distributed_place()
     say = print if rank == 0 else (lambda *_, **__: None)
     say(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {args.model}, "
-        f"{len(images)} training images, Adam + cosine, {args.epochs} epochs, fp32, "
+        f"{len(images)} training images, Adam + cosine, {args.epochs} epochs, "
+        f"{'TF32 convolutions (PyTorch defaults)' if args.pytorch_defaults else 'fp32'}, "
         f"{ranks} GPU(s)")
     for batch in args.batches:
         for loop in args.loops:

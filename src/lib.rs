@@ -2,7 +2,7 @@
 //! on the GPU hot path.
 //!
 //! The modules read top-down, each using only those below it: [`cli`] (the `cubenet`
-//! command) → [`run_file`] (the TOML schema, resolved into a job) and [`bench`] (the backend
+//! command) → [`studio`] (the local web application) → [`run_file`] (the TOML schema, resolved into a job) and [`bench`] (the backend
 //! benchmark) → [`train`] (the jobs, the loop around burn-train, the artifact directory,
 //! saved runs and export) → [`model`] → [`data`] → [`device`], with the kernels in the
 //! `cubenet-kernels` crate and the small utilities ([`atomic_file`], [`error_line`],
@@ -18,4 +18,5 @@ pub mod model;
 pub mod plot;
 mod quiet_panic;
 pub mod run_file;
+pub mod studio;
 pub mod train;

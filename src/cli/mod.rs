@@ -7,6 +7,7 @@
 //! cubenet predict --model-dir artifacts/mnist_cnn digit.png
 //! cubenet export --model-dir artifacts/mnist_cnn
 //! cubenet bench --variants ndarray,cuda-cubenet
+//! cubenet studio --runs artifacts
 //! cubenet info
 //! ```
 //! Every user error (a missing file, a bad config key, a backend not compiled in, no GPU)
@@ -18,6 +19,7 @@ mod eval;
 mod export;
 mod info;
 mod predict;
+mod studio;
 mod train;
 
 use std::io::Write;
@@ -55,6 +57,8 @@ enum Command {
     Predict(predict::Args),
     /// The backend benchmark: one training step on every backend
     Bench(bench::Args),
+    /// A local web application: the runs of a folder, their curves and results, live
+    Studio(studio::Args),
     /// The backends compiled into this build and whether each finds a device
     Info,
 }
@@ -68,6 +72,7 @@ pub fn main() -> ExitCode {
         Command::Predict(args) => predict::run(args),
         Command::Export(args) => export::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Studio(args) => studio::run(args),
         Command::Info => info::run(),
     };
     match result {

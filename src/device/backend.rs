@@ -12,7 +12,7 @@ use std::fmt;
 use burn::backend::Autodiff;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 use burn::prelude::*;
-use cubenet_kernels::AutodiffKernelBackend;
+use cubenet_kernels::{AutodiffKernelBackend, Precision};
 use serde::{Deserialize, Serialize};
 
 /// A Burn backend cubenet can train on.
@@ -35,6 +35,16 @@ impl BackendKind {
             BackendKind::Cuda
         } else {
             BackendKind::Ndarray
+        }
+    }
+
+    /// How its convolutions multiply unless a run says otherwise: TF32 on CUDA, as PyTorch's
+    /// convolutions do by default on GPUs with tensor cores (a GPU without TF32 matrix units
+    /// multiplies in fp32), and exact fp32 on the CPU and wgpu.
+    pub fn default_precision(self) -> Precision {
+        match self {
+            BackendKind::Cuda => Precision::Tf32,
+            BackendKind::Ndarray | BackendKind::Wgpu => Precision::Fp32,
         }
     }
 

@@ -52,6 +52,16 @@ impl ImageModelConfig {
         }
     }
 
+    /// The network with its convolutions multiplying in `precision` (the MLP has none).
+    pub fn with_precision(self, precision: Precision) -> Self {
+        match self {
+            ImageModelConfig::Simple(c) => ImageModelConfig::Simple(c.with_precision(precision)),
+            ImageModelConfig::Lenet(c) => ImageModelConfig::Lenet(c.with_precision(precision)),
+            ImageModelConfig::Mlp(c) => ImageModelConfig::Mlp(c),
+            ImageModelConfig::Cnn(c) => ImageModelConfig::Cnn(c.with_precision(precision)),
+        }
+    }
+
     /// Its parameters and the values an image passes through it, from its layer table.
     pub fn size(&self) -> Result<NetworkSize, ModelError> {
         Ok(match self {

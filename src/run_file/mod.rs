@@ -295,25 +295,36 @@ mod tests {
     }
 
     #[test]
-    fn precision_reaches_every_cnn_and_defaults_to_fp32() {
-        let precision = |model: &str| {
-            let (resolved, job) = parse(&format!("[data]\nkind = \"mnist\"\n[model]\n{model}"))
-                .unwrap()
-                .resolve()
-                .unwrap();
+    fn precision_reaches_every_cnn_and_defaults_per_backend() {
+        let on = |backend: &str, model: &str| {
+            let text =
+                format!("backend = \"{backend}\"\n[data]\nkind = \"mnist\"\n[model]\n{model}");
+            let (resolved, job) = parse(&text).unwrap().resolve().unwrap();
             assert_eq!(parse(&resolved.to_toml()).unwrap(), resolved);
             let Job::Image(ImageJob { config, .. }) = job else {
                 panic!("an image job")
             };
-            match config.model {
+            let ran = match config.model {
                 ImageModelConfig::Simple(c) => c.precision,
                 ImageModelConfig::Lenet(c) => c.precision,
                 ImageModelConfig::Cnn(c) => c.precision,
                 ImageModelConfig::Mlp(_) => panic!("a CNN"),
-            }
+            };
+            let mut model = resolved.model.clone();
+            let stated = model.precision_mut().map(|precision| *precision);
+            assert_eq!(stated, Some(Some(ran)), "the resolved run file states it");
+            ran
         };
+        let precision = |model: &str| on("ndarray", model);
         let cnn = "kind = \"cnn\"\nlayers = [{ conv = 8 }, { dense = \"classes\" }]\n";
         assert_eq!(precision("kind = \"lenet\"\n"), Precision::Fp32);
+        assert_eq!(on("wgpu", "kind = \"lenet\"\n"), Precision::Fp32);
+        assert_eq!(on("cuda", "kind = \"lenet\"\n"), Precision::Tf32);
+        assert_eq!(on("cuda", cnn), Precision::Tf32);
+        assert_eq!(
+            on("cuda", "kind = \"lenet\"\nprecision = \"fp32\"\n"),
+            Precision::Fp32
+        );
         assert_eq!(
             precision("kind = \"simple\"\nprecision = \"tf32\"\n"),
             Precision::Tf32

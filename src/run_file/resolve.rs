@@ -5,7 +5,9 @@ use std::path::Path;
 
 use crate::data::{Augment, IMAGE_PIXELS, ImageSource, MnistSource, NUM_CLASSES};
 use crate::device::BackendKind;
-use crate::model::{CnnConfig, ImageModelConfig, LeNetConfig, MlpConfig, SimpleCnnConfig};
+use crate::model::{
+    CnnConfig, ImageModelConfig, LeNetConfig, MlpConfig, Precision, SimpleCnnConfig,
+};
 use crate::train::tabular::{TabularConfig, TabularJob, TabularReport};
 use crate::train::{
     ConfusionMatrix, ImageJob, ImageOptimizer, ImageTrainingConfig, OptimizerConfig, Run, RunError,
@@ -101,7 +103,13 @@ impl RunConfig {
             cutout: options.cutout,
             label_smoothing: t.label_smoothing.unwrap_or(0.0),
         };
-        let config = ImageTrainingConfig::new(self.image_model()?)
+        let backend = self.backend.unwrap_or_else(BackendKind::default_for_build);
+        // The MLP has no convolutions: its precision is moot.
+        let precision = match resolved.model.precision_mut() {
+            Some(precision) => *precision.get_or_insert(backend.default_precision()),
+            None => Precision::Fp32,
+        };
+        let config = ImageTrainingConfig::new(self.image_model(precision)?)
             .with_epochs(t.epochs.unwrap_or(defaults.epochs))
             .with_batch_size(t.batch_size.unwrap_or(defaults.batch_size))
             .with_patience(t.patience.unwrap_or(defaults.patience))
@@ -138,43 +146,37 @@ impl RunConfig {
         Ok(Job::Image(ImageJob { config, source }))
     }
 
-    /// The `[model]` section as an image network, before it is sized to the images
-    /// ([`ImageModelConfig::fit`] sets the input shape and the classes).
-    fn image_model(&self) -> Result<ImageModelConfig, ConfigError> {
+    /// The `[model]` section as an image network whose convolutions multiply in
+    /// `precision`, before it is sized to the images ([`ImageModelConfig::fit`] sets the
+    /// input shape and the classes).
+    fn image_model(&self, precision: Precision) -> Result<ImageModelConfig, ConfigError> {
         Ok(match &self.model {
             ModelSection::Simple {
-                filters,
-                kernels,
-                precision,
-                ..
+                filters, kernels, ..
             } => ImageModelConfig::Simple(
                 SimpleCnnConfig::new()
                     .with_filters(*filters)
                     .with_kernels(*kernels)
-                    .with_precision(*precision),
+                    .with_precision(precision),
             ),
             ModelSection::Lenet {
                 channels,
                 hidden,
                 kernels,
-                precision,
                 ..
             } => ImageModelConfig::Lenet(
                 LeNetConfig::new()
                     .with_channels(*channels)
                     .with_hidden(*hidden)
                     .with_kernels(*kernels)
-                    .with_precision(*precision),
+                    .with_precision(precision),
             ),
             ModelSection::Cnn {
-                layers,
-                kernels,
-                precision,
-                ..
+                layers, kernels, ..
             } => ImageModelConfig::Cnn(
                 CnnConfig::new([1, 28, 28], NUM_CLASSES, layers.clone())
                     .with_kernels(*kernels)
-                    .with_precision(*precision),
+                    .with_precision(precision),
             ),
             ModelSection::Mlp { task: Some(_), .. }
             | ModelSection::Mlp {

@@ -245,8 +245,8 @@ pub enum ModelSection {
         filters: usize,
         #[serde(default = "default_kernels")]
         kernels: Kernels,
-        #[serde(default = "default_precision")]
-        precision: Precision,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precision: Option<Precision>,
         /// Start from these weights (see [`ModelSection::init_from`]).
         init_from: Option<PathBuf>,
     },
@@ -258,8 +258,8 @@ pub enum ModelSection {
         hidden: usize,
         #[serde(default = "default_lenet_kernels")]
         kernels: Kernels,
-        #[serde(default = "default_precision")]
-        precision: Precision,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precision: Option<Precision>,
         /// Start from these weights (see [`ModelSection::init_from`]).
         init_from: Option<PathBuf>,
     },
@@ -269,10 +269,11 @@ pub enum ModelSection {
         layers: LayerSpecs,
         #[serde(default = "default_cnn_kernels")]
         kernels: Kernels,
-        /// `tf32` or `bf16`: the multi-channel convolutions on the tensor cores (CUDA), an
-        /// opt-in trade of exactness for speed; the presets take it too.
-        #[serde(default = "default_precision")]
-        precision: Precision,
+        /// How the multi-channel convolutions multiply: `fp32`, or `tf32` or `bf16` on the
+        /// tensor cores (CUDA); absent, the backend's default
+        /// ([`crate::device::BackendKind::default_precision`]). The presets take it too.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precision: Option<Precision>,
         /// Start from these weights (see [`ModelSection::init_from`]).
         init_from: Option<PathBuf>,
     },
@@ -305,6 +306,16 @@ impl ModelSection {
         }
     }
 
+    /// Where a CNN's `precision` is kept (none for the MLP).
+    pub fn precision_mut(&mut self) -> Option<&mut Option<Precision>> {
+        match self {
+            ModelSection::Simple { precision, .. }
+            | ModelSection::Lenet { precision, .. }
+            | ModelSection::Cnn { precision, .. } => Some(precision),
+            ModelSection::Mlp { .. } => None,
+        }
+    }
+
     /// Sets `init_from` (the `--init-from` flag).
     pub fn set_init_from(&mut self, weights: PathBuf) {
         match self {
@@ -334,10 +345,6 @@ fn default_lenet_kernels() -> Kernels {
 fn default_cnn_kernels() -> Kernels {
     CnnConfig::new([1, 1, 1], 1, LayerSpecs::default()).kernels
 }
-/// The layer-by-layer CNN's, which the presets share.
-fn default_precision() -> Precision {
-    CnnConfig::new([1, 1, 1], 1, LayerSpecs::default()).precision
-}
 /// The tabular MLP's default, for flattened images too.
 fn default_activation() -> Activation {
     table_defaults().activation
@@ -348,7 +355,7 @@ impl Default for ModelSection {
         ModelSection::Simple {
             filters: default_filters(),
             kernels: default_kernels(),
-            precision: default_precision(),
+            precision: None,
             init_from: None,
         }
     }

@@ -14,6 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["train"],
     &["run_file", "bench"],
+    &["studio"],
     &["cli"],
 ];
 

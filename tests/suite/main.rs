@@ -16,6 +16,7 @@ mod onnx_export;
 mod readme;
 mod recipes;
 mod stops;
+mod studio;
 mod tabular;
 mod tensorboard;
 mod torch_weights;

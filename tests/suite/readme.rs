@@ -11,6 +11,7 @@ use rand::rngs::StdRng;
 use crate::cli::{cubenet, run};
 use crate::common::{configs, mnist_source};
 use crate::images::shape_image;
+use crate::studio::Studio;
 use cubenet::data::MnistSource;
 
 /// Lines naming these need a GPU (or a build with one) and are left out.
@@ -130,6 +131,19 @@ fn the_readme_tour_runs_as_written() {
             }
         }
         words.extend(small_limits(command, root.path()));
+        if words[0] == "studio" {
+            // It serves until stopped: it must list the runs the tour made so far.
+            words.extend(["--port".to_string(), "0".to_string()]);
+            let studio = Studio::start_with(cubenet().current_dir(root.path()).args(&words));
+            let runs = studio.get(&studio.cookie(), "/api/runs");
+            assert!(
+                runs.body.contains("\"mnist_cnn\""),
+                "`{command}`: {}",
+                runs.body
+            );
+            println!("ran `{command}`");
+            continue;
+        }
         let (output, stdout, stderr) = run(cubenet().current_dir(root.path()).args(&words));
         assert!(
             output.status.success(),

@@ -138,14 +138,19 @@ fn mnist_cnn_example_prints_epoch_lines_and_accuracy() {
     );
 }
 
-/// bf16 asked of a device without bf16 matrix units (the CPU) trains in fp32 and says so.
+/// bf16 asked of a device without bf16 matrix units (the CPU) trains in fp32 and says so; a
+/// run that asks nothing says which precision the backend's default gave.
 #[test]
 fn precision_the_device_lacks_is_named_on_the_output() {
     let stdout =
         run_mnist_cnn("--filters 4 --epochs 1 --limit-train 200 --limit-test 100 --precision bf16");
-    let line = "precision bf16: this device has no bf16 matrix units, so the convolutions \
-                multiply in fp32";
+    let line = "convolutions multiply in fp32: precision bf16 asked, but this device has no bf16 matrix units";
     assert!(stdout.lines().any(|l| l == line), "{stdout}");
+    let stdout = run_mnist_cnn("--filters 4 --epochs 1 --limit-train 200 --limit-test 100");
+    assert!(
+        stdout.lines().any(|l| l == "convolutions multiply in fp32"),
+        "{stdout}"
+    );
 }
 
 /// A backend the build lacks, or one without a device, is one line on stderr and exit code 2.

@@ -16,15 +16,16 @@ use cubenet_kernels::{AutodiffKernelBackend, KernelBackend};
 use serde::{Deserialize, Serialize};
 
 use crate::data::{
-    ChannelStats, DataError, DeviceImages, EpochShuffled, ImageBatch, ImageBatcher, ImageShape,
-    ImageSource, ImageSubset, LoadedImages, MNIST_SHAPE, Pass, mnist_classes, mnist_normalization,
+    ChannelStats, DeviceImages, EpochShuffled, ImageBatch, ImageBatcher, ImageShape, ImageSource,
+    ImageSubset, MNIST_SHAPE, Pass, mnist_classes, mnist_normalization,
 };
 use crate::device::BackendKind;
-use crate::model::{ImageModel, ImageModelConfig};
+use crate::model::{ImageModel, ImageModelConfig, Precision};
 use crate::train::fit::data_parallel::{self, DataParallel};
 use crate::train::fit::memory_check;
 use crate::train::fit::run::{Run, RunJob, launch};
 use crate::train::fit::train_loop::{LoopResult, TrainLoop};
+use crate::train::jobs::image_splits::ImageSplits;
 use crate::train::run_dir::RunDir;
 use crate::train::run_dir::artifacts::{plot_learning_curves, save_config, save_model};
 use crate::train::run_dir::confusion::ConfusionMatrix;
@@ -35,66 +36,6 @@ use crate::train::{
 
 /// Images per batch when evaluating (no gradients, so larger than training batches).
 const EVAL_BATCH: usize = 1000;
-
-/// The three sets of one run, normalized with the statistics of the training set.
-#[derive(Debug, Clone)]
-pub struct ImageSplits {
-    pub train: ImageSubset,
-    pub valid: ImageSubset,
-    pub test: ImageSubset,
-    /// The source has no test split: `test` is the validation set.
-    pub test_is_valid: bool,
-}
-
-impl ImageSplits {
-    /// Loads `source` (decoded image folders cached in `cache_dir`) and cuts it as
-    /// [`ImageSplits::cut`] does.
-    pub fn load(
-        source: &ImageSource,
-        config: &ImageTrainingConfig,
-        cache_dir: Option<&Path>,
-    ) -> Result<Self, DataError> {
-        Ok(Self::cut(source, source.load(cache_dir)?, config))
-    }
-
-    /// Cuts the images of `source` as `config` says: the training split is limited,
-    /// shuffled with the seed and split into train and valid; the test split is limited
-    /// (the validation set stands in for a source without one). Every set is normalized
-    /// with the source's statistics of the training set.
-    pub fn cut(source: &ImageSource, images: LoadedImages, config: &ImageTrainingConfig) -> Self {
-        let set = Arc::new(images.train);
-        let unit = ChannelStats::unit(set.shape().channels);
-        let (train, valid) = ImageSubset::all(set.clone(), unit.clone())
-            .limit(config.limit_train)
-            .split_off(config.valid_fraction, config.seed);
-        let normalization = Arc::new(source.normalization(&set, train.indices()));
-        let train = train.with_normalization(normalization.clone());
-        let valid = valid.with_normalization(normalization.clone());
-        let (test, test_is_valid) = match images.test {
-            Some(test) => (ImageSubset::all(Arc::new(test), unit), false),
-            None => (valid.clone(), true),
-        };
-        let test = test
-            .limit(config.limit_test)
-            .with_normalization(normalization);
-        Self {
-            train,
-            valid,
-            test,
-            test_is_valid,
-        }
-    }
-
-    /// The class names, in label order.
-    pub fn classes(&self) -> &[String] {
-        self.train.set().classes()
-    }
-
-    /// The size of every image.
-    pub fn shape(&self) -> ImageShape {
-        self.train.set().shape()
-    }
-}
 
 /// What `config.json` holds for an image run: its settings and what a prediction needs
 /// besides the weights. Files of runs from before class names were saved read as MNIST's.
@@ -148,11 +89,8 @@ pub fn train<B: AutodiffKernelBackend>(
     B::seed(device, config.seed);
     let precision = config.model.precision();
     let computed = B::conv_precision(precision, device);
-    if computed != precision {
-        println!(
-            "precision {precision}: this device has no {precision} matrix units, so the \
-             convolutions multiply in {computed}"
-        );
+    if !matches!(config.model, ImageModelConfig::Mlp(_)) {
+        println!("{}", precision_line(precision, computed));
     }
     let model = config.model.init::<B>(device)?;
     let model = match &config.init_from {
@@ -202,8 +140,11 @@ pub fn train<B: AutodiffKernelBackend>(
     if let Some(speed) = speed {
         println!("{speed}");
     }
+    // `config.json` says how the convolutions multiplied.
+    let mut ran = config.clone();
+    ran.model = ran.model.with_precision(computed);
     let saved = SavedImageConfig {
-        config: config.clone(),
+        config: ran,
         classes: splits.classes().to_vec(),
         shape: splits.shape(),
         normalization: (**splits.train.normalization()).clone(),
@@ -212,6 +153,25 @@ pub fn train<B: AutodiffKernelBackend>(
     save_model(&run.dir, model.clone())?;
     plot_learning_curves(&run.dir, &[("Loss", "cross-entropy"), ("Accuracy", "%")])?;
     Ok((model, speed))
+}
+
+/// The run's line on how its convolutions multiply: `computed`, on this device, for the
+/// `asked` precision.
+fn precision_line(asked: Precision, computed: Precision) -> String {
+    let detail = match computed {
+        Precision::Fp32 => "",
+        Precision::Tf32 | Precision::Bf16 => {
+            " on the tensor cores (a layer too small for them, such as a single-channel 3×3, \
+             stays fp32); model.precision = \"fp32\" multiplies all in exact fp32"
+        }
+    };
+    match asked == computed {
+        true => format!("convolutions multiply in {computed}{detail}"),
+        false => format!(
+            "convolutions multiply in {computed}: precision {asked} asked, but this device has no \
+             {asked} matrix units"
+        ),
+    }
 }
 
 /// The training loop of [`train`] with its optimizer.

@@ -37,6 +37,29 @@ impl RunDir {
     }
 }
 
+impl RunDir {
+    /// Whether a process holds the directory's lock: a run is writing there. It tries a
+    /// shared lock for an instant, so a run that claims the directory in that instant is
+    /// told another holds it.
+    pub fn is_running(&self) -> bool {
+        File::open(self.lock_file())
+            .is_ok_and(|file| matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock)))
+    }
+
+    /// The process id the lock's holder wrote, while a run holds it.
+    pub fn holder(&self) -> Option<u32> {
+        let text = fs::read_to_string(self.lock_file()).ok()?;
+        self.is_running()
+            .then(|| text.trim().parse().ok())
+            .flatten()
+    }
+
+    /// When a process last claimed the directory: the lock file is rewritten at each claim.
+    pub fn last_claimed(&self) -> Option<std::time::SystemTime> {
+        fs::symlink_metadata(self.lock_file()).ok()?.modified().ok()
+    }
+}
+
 fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
     let dir = run_dir.root();
     let refuse = |reason: String| TrainError::ArtifactDir {
