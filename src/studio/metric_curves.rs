@@ -8,7 +8,7 @@ use burn::train::metric::NumericEntry;
 use serde::Serialize;
 
 use super::confined;
-use crate::train::RunDir;
+use crate::train::{RunDir, WATCH_METRIC};
 
 /// The splits whose metric logs a run writes, as its folders are named.
 pub const SPLITS: [&str; 2] = ["train", "valid"];
@@ -42,6 +42,10 @@ pub fn metric_logs(dir: &RunDir) -> MetricLogs {
                 let Some(metric) = file.strip_suffix(".log") else {
                     continue;
                 };
+                let metric = metric.replace('_', " ");
+                if metric == WATCH_METRIC {
+                    continue;
+                }
                 let Ok(text) = confined::read_text(&epoch_dir.join(&file)) else {
                     continue;
                 };
@@ -49,7 +53,7 @@ pub fn metric_logs(dir: &RunDir) -> MetricLogs {
                     .lines()
                     .filter_map(|line| NumericEntry::deserialize(line).ok())
                     .collect();
-                logs.entry(metric.replace('_', " "))
+                logs.entry(metric)
                     .or_default()
                     .entry(split.to_string())
                     .or_default()

@@ -3,8 +3,9 @@
 //! curves, progress, results, run file and log). A run is a folder directly in the runs
 //! folder that holds a run's mark; nothing else there, and nothing outside it, is read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -20,9 +21,12 @@ use crate::train::{CHECKPOINT_DIR, RunDir};
 const LOG_LINES: usize = 20;
 
 /// The folder of runs the studio serves, canonical.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunsFolder {
     root: PathBuf,
+    /// Each run's table row with the fingerprint of the folder it was read from: a row is
+    /// read again only when its run has changed.
+    rows: Mutex<HashMap<String, (u64, RunSummary)>>,
 }
 
 /// Where a run stands.
@@ -118,7 +122,10 @@ impl RunsFolder {
                 reason: "not a folder".into(),
             });
         }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            rows: Mutex::default(),
+        })
     }
 
     /// The run called `name`: a folder directly in the runs folder, not a link, with a run's
@@ -131,11 +138,25 @@ impl RunsFolder {
 
     /// Every run, the latest started first.
     pub fn summaries(&self) -> Vec<RunSummary> {
-        let mut runs: Vec<RunSummary> = confined::entries(&self.root)
+        let mut rows = self
+            .rows
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let names = confined::entries(&self.root);
+        rows.retain(|name, _| names.contains(name));
+        let mut runs: Vec<RunSummary> = names
             .into_iter()
             .filter_map(|name| {
+                let fingerprint = self.fingerprint(&name)?;
+                if let Some((seen, row)) = rows.get(&name)
+                    && *seen == fingerprint
+                {
+                    return Some(row.clone());
+                }
                 let dir = self.find(&name)?;
-                Some(summary(name, &dir, &metric_logs(&dir)))
+                let row = summary(name.clone(), &dir, &metric_logs(&dir));
+                rows.insert(name, (fingerprint, row.clone()));
+                Some(row)
             })
             .collect();
         runs.sort_by(|a, b| {
@@ -186,7 +207,12 @@ impl RunsFolder {
     /// ends or its results are written.
     pub fn fingerprint(&self, name: &str) -> Option<u64> {
         let dir = self.find(name)?;
-        let mut files = vec![dir.model(), dir.per_class_accuracy(), dir.experiment_log()];
+        let mut files = vec![
+            dir.run_file(),
+            dir.model(),
+            dir.per_class_accuracy(),
+            dir.experiment_log(),
+        ];
         for split in SPLITS {
             let split_dir = dir.root().join(split);
             for epoch in confined::entries(&split_dir) {
@@ -198,7 +224,8 @@ impl RunsFolder {
                 );
             }
         }
-        let mut hash = u64::from(dir.is_running());
+        let claimed = dir.last_claimed().map_or(0.0, seconds_since_epoch);
+        let mut hash = u64::from(dir.is_running()) ^ claimed.to_bits();
         for file in files {
             if let Ok(meta) = std::fs::symlink_metadata(&file) {
                 let modified = meta.modified().ok().map_or(0.0, seconds_since_epoch);

@@ -21,7 +21,9 @@ pub(crate) use fit::run::launch;
 pub use fit::run::{Run, RunJob};
 pub use fit::stop_now::end_now;
 pub use fit::stops::{StopPoint, StopRequest, handle_stop_signals, request_stop};
-pub use fit::watch::{NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch};
+pub use fit::watch::{
+    NonFiniteLoss, StepLoss, TrainingPhase, TrainingSpeed, TrainingWatch, WATCH_METRIC,
+};
 pub use jobs::config::{ImageOptimizer, ImageTrainingConfig};
 pub use jobs::image_splits::ImageSplits;
 pub use jobs::images::{ImageJob, SavedImageConfig, accuracy_line, evaluate, train};

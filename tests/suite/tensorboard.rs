@@ -63,7 +63,7 @@ fn metric_logs(run_dir: &Path) -> MetricLogs {
                     .unwrap()
                     .replace('_', " ");
                 // The watch's own entry (is this step's loss finite), not a numeric metric.
-                if metric == "Loss check" {
+                if metric == cubenet::train::WATCH_METRIC {
                     continue;
                 }
                 let entries = std::fs::read_to_string(&path)

@@ -133,6 +133,10 @@ impl Record {
     }
 }
 
+/// The name the watch has among burn-train's metrics, whose logs hold its checks rather
+/// than a measurement.
+pub const WATCH_METRIC: &str = "Loss check";
+
 /// What the watch saw; cloned into the metrics, read after training.
 #[derive(Clone)]
 pub struct TrainingWatch {
@@ -159,7 +163,7 @@ impl TrainingWatch {
                 Condvar::new(),
             )),
             interrupter,
-            name: Arc::new("Loss check".into()),
+            name: Arc::new(WATCH_METRIC.into()),
             training: true,
         }
     }
