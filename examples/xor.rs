@@ -17,10 +17,8 @@ use clap::Parser;
 use cubenet::data::synthetic;
 use cubenet::device::BackendKind;
 use cubenet::model::{Activation, Task};
-use cubenet::train::RunError;
-use cubenet::train::tabular::{
-    OptimizerConfig, Rows, TabularConfig, TabularReport, TabularSplits, train_splits,
-};
+use cubenet::train::tabular::{OptimizerConfig, Rows, TabularConfig, TabularReport, TabularSplits};
+use cubenet::train::{RunError, train_splits};
 
 #[derive(Debug, Parser)]
 #[command(about = "Train a 2-4-1 net on XOR (on the CPU: four points need no GPU)")]

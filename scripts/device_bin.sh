@@ -7,7 +7,7 @@
 # gzip (or xz, where the 64 MiB a device call carries needs it):
 #   .device-bin/cubenet          the `cubenet` command (cargo build --release --bin cubenet)
 #   .device-bin/mnist_cnn, kernel_bench, mnist_speedrun   the examples of those names
-#   .device-bin/kernels          custom_kernels' test binary (cargo test --release -p
+#   .device-bin/kernels          the kernels crate's test binary (cargo test --release -p
 #                                cubenet-kernels --test kernels --no-run; the file Cargo prints)
 #   .device-bin/cubenet-base     a previous build's cubenet (gpu_stages.sh ab)
 #   .device-bin/mnist/           MNIST's four IDX files (raw or .gz)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements and checks, on a machine with an NVIDIA GPU and no Rust toolchain, in
 # stages that each fit a 10-minute device call. Build here with --all-features (cubenet, the
-# examples mnist_cnn, kernel_bench and mnist_speedrun, custom_kernels' test binary `kernels`),
+# examples mnist_cnn, kernel_bench and mnist_speedrun, the kernels crate's test binary `kernels`),
 # then pack the binaries into .device-bin/ (see scripts/device_bin.sh), with MNIST's IDX
 # files in .device-bin/mnist; for `ab`, also a previous build's cubenet as
 # .device-bin/cubenet-base. Then, on the GPU machine, with $OUT for the results:

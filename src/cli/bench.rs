@@ -1,8 +1,8 @@
-//! `cubenet bench`: the backend benchmark ([`crate::bench::BenchArgs`] says what it measures).
+//! `cubenet bench`: the backend benchmark ([`cubenet_engine::bench::BenchArgs`] says what it measures).
 
-pub use crate::bench::BenchArgs as Args;
+pub use cubenet_engine::bench::BenchArgs as Args;
 
 /// Measures, merges and writes the tables and plots.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    Ok(crate::bench::run_bench(args)?)
+    Ok(cubenet_engine::bench::run_bench(args)?)
 }

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::data::{ImageSource, MnistSource, Table};
-use crate::device::BackendKind;
-use crate::run_file::{DataSection, Job, RunConfig};
-use crate::train::tabular::TabularSplits;
-use crate::train::{ImageSplits, RunDir, SavedModel, accuracy_line};
 use anyhow::Context;
+use cubenet_engine::data::{ImageSource, MnistSource, Table};
+use cubenet_engine::device::BackendKind;
+use cubenet_engine::train::tabular::TabularSplits;
+use cubenet_engine::train::{ImageSplits, RunDir, SavedModel, accuracy_line};
+use cubenet_run_file::{DataSection, Job, RunConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use crate::device::BackendKind;
-use crate::train::{
+use cubenet_engine::device::BackendKind;
+use cubenet_engine::train::{
     EXPORT_WEIGHTS, ExportFormat, RunDir, SavedModel, onnx_sidecar_path, sidecar_path,
 };
 

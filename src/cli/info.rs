@@ -1,7 +1,7 @@
 //! `cubenet info`: what this build can run on, and whether several GPUs can train together.
 
-use crate::device::nccl;
-use crate::device::{BackendError, BackendKind, check_device, device_count};
+use cubenet_engine::device::nccl;
+use cubenet_engine::device::{BackendError, BackendKind, check_device, device_count};
 
 pub fn run() -> anyhow::Result<()> {
     println!("cubenet {}", env!("CARGO_PKG_VERSION"));

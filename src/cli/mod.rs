@@ -29,10 +29,10 @@ use std::path::Path;
 
 use clap::{Parser, Subcommand};
 
-use crate::device::BackendKind;
-use crate::error_line::error_line;
-use crate::run_file::RunConfig;
-use crate::train::SavedModel;
+use cubenet_engine::device::BackendKind;
+use cubenet_engine::error_line::error_line;
+use cubenet_engine::train::SavedModel;
+use cubenet_run_file::RunConfig;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -3,13 +3,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::atomic_file::write_atomically_with;
-use crate::data::{
+use cubenet_engine::atomic_file::write_atomically_with;
+use cubenet_engine::data::{
     Channels, DataError, Decoding, ImageShape, check_replaceable_csv, image_files, is_image,
     mnist_classes, read_idx_file, read_image_file,
 };
-use crate::device::BackendKind;
-use crate::train::SavedModel;
+use cubenet_engine::device::BackendKind;
+use cubenet_engine::train::SavedModel;
 
 /// The header of an image run's predictions.
 const PREDICTION_COLUMNS: [&str; 3] = ["path", "class", "probability"];

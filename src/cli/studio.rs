@@ -1,9 +1,9 @@
-//! `cubenet studio`: the local web application over a folder of runs (see [`crate::studio`]).
+//! `cubenet studio`: the local web application over a folder of runs (see [`cubenet_studio`]).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
-use crate::studio::{Studio, StudioConfig};
+use cubenet_studio::{Studio, StudioConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -1,12 +1,12 @@
 //! `cubenet train`: a run file (or the default MNIST run), flag overrides, then training,
 //! which Ctrl-C, SIGTERM and SIGHUP stop: the first at the next step, with the checkpoint
-//! `--resume` continues after; a second at once ([`crate::train::fit::stops`]). A stopped
+//! `--resume` continues after; a second at once ([`cubenet_engine::train::StopRequest`]). A stopped
 //! run exits with code 130, whichever signal stopped it.
 
 use std::path::PathBuf;
 
-use crate::run_file::{RunConfig, RunFileError, RunFlags};
-use crate::train::{RunError, StopPoint, StopRequest, TrainError};
+use cubenet_engine::train::{RunError, StopPoint, StopRequest, TrainError};
+use cubenet_run_file::{RunConfig, RunFileError, RunFlags};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -81,14 +81,14 @@ fn stop_on_signals() -> anyhow::Result<()> {
         .collect();
     let mut signals = Signals::new(&handled)?;
     if handled.contains(&SIGINT) {
-        crate::train::handle_stop_signals();
+        cubenet_engine::train::handle_stop_signals();
     }
     std::thread::Builder::new()
         .name("stop-signals".into())
         .spawn(move || {
             for _ in signals.forever() {
-                if crate::train::request_stop() == StopRequest::Now {
-                    let line = crate::train::end_now();
+                if cubenet_engine::train::request_stop() == StopRequest::Now {
+                    let line = cubenet_engine::train::end_now();
                     // The terminal may be gone (SIGHUP): the exit code still says it.
                     let _ = std::io::Write::write_all(
                         &mut std::io::stderr(),

@@ -1,21 +1,40 @@
-//! The house rules the source tree keeps, read from the sources themselves: the library's
-//! modules read top-down with no import circle, and no source file holds more than 500 lines
-//! of code besides its tests.
+//! The house rules the source tree keeps, read from the sources themselves: the workspace's
+//! crates depend only on those below them, the engine's modules read top-down, no crate has an
+//! import circle among its modules, and no source file holds more than 500 lines of code
+//! besides its tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The library's top-level modules from the bottom up: a module may use those of its own
-/// layer or below, never one above.
+/// The workspace's crates from the bottom up, with their folders: a crate may depend on those
+/// below it, never on one above (Cargo refuses circles between crates, not a kernel crate that
+/// reaches up to the studio).
+const CRATES: &[(&str, &str)] = &[
+    ("cubenet-kernels", "crates/kernels"),
+    ("cubenet-engine", "crates/engine"),
+    ("cubenet-run-file", "crates/run_file"),
+    ("cubenet-studio", "crates/studio"),
+    ("cubenet", "."),
+];
+
+/// The engine's top-level modules from the bottom up: a module may use those of its own layer
+/// or below, never one above.
 const LAYERS: &[&[&str]] = &[
     &["atomic_file", "error_line", "plot", "quiet_panic"],
     &["device"],
     &["data"],
     &["model"],
     &["train"],
-    &["run_file", "bench"],
-    &["studio"],
-    &["cli"],
+    &["bench"],
+];
+
+/// The crates whose modules the circle check reads: all of them.
+const CIRCLE_FREE_CRATES: &[&str] = &[
+    "crates/kernels",
+    "crates/engine",
+    "crates/run_file",
+    "crates/studio",
+    ".",
 ];
 
 /// The most lines of code a source file holds before its `#[cfg(test)]` module.
@@ -303,13 +322,67 @@ fn circles(edges: &BTreeMap<ModulePath, BTreeSet<ModulePath>>) -> Vec<Vec<Module
     found
 }
 
-fn crate_modules() -> BTreeMap<ModulePath, String> {
-    modules(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The modules of the crate in `folder` (relative to the workspace's root).
+fn crate_modules(folder: &str) -> BTreeMap<ModulePath, String> {
+    modules(&workspace_root().join(folder).join("src"))
+}
+
+/// The workspace crates that the manifest in `folder` depends on, in any of its dependency
+/// tables.
+fn workspace_dependencies(folder: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(workspace_root().join(folder).join("Cargo.toml")).unwrap();
+    let manifest: toml::Table = text.parse().unwrap();
+    let mut tables: Vec<&toml::Table> = Vec::new();
+    for key in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        tables.extend(manifest.get(key).and_then(toml::Value::as_table));
+    }
+    let targets = manifest.get("target").and_then(toml::Value::as_table);
+    for target in targets.into_iter().flat_map(|t| t.values()) {
+        for key in ["dependencies", "dev-dependencies"] {
+            tables.extend(target.get(key).and_then(toml::Value::as_table));
+        }
+    }
+    tables
+        .iter()
+        .flat_map(|table| table.keys())
+        .filter(|name| CRATES.iter().any(|(krate, _)| krate == name))
+        .cloned()
+        .collect()
 }
 
 #[test]
-fn modules_use_only_their_own_layer_or_lower_ones() {
-    let modules = crate_modules();
+fn crates_depend_only_on_the_crates_below_them() {
+    let mut upward = Vec::new();
+    for (position, (krate, folder)) in CRATES.iter().enumerate() {
+        for used in workspace_dependencies(folder) {
+            let below = CRATES[..position].iter().any(|(name, _)| *name == used);
+            // A crate's tests may turn on its own test features.
+            if !below && used != *krate {
+                upward.push(format!("{krate} depends on {used}"));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "crates that depend on a crate above them:\n{}",
+        upward.join("\n")
+    );
+    let manifest = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
+    for (_, folder) in &CRATES[..CRATES.len() - 1] {
+        assert!(
+            manifest.contains(&format!("\"{folder}\"")),
+            "{folder} is not a member of the workspace"
+        );
+    }
+}
+
+#[test]
+fn engine_modules_use_only_their_own_layer_or_lower_ones() {
+    let modules = crate_modules("crates/engine");
     assert!(modules.len() > 50, "the sources were not found");
     let mut upward = Vec::new();
     for (module, used) in uses(&modules) {
@@ -337,11 +410,15 @@ fn modules_use_only_their_own_layer_or_lower_ones() {
 
 #[test]
 fn no_module_is_part_of_an_import_circle() {
-    let found = circles(&uses(&crate_modules()));
-    let listed: Vec<String> = found
-        .iter()
-        .map(|group| group.iter().map(name).collect::<Vec<_>>().join(" ↔ "))
-        .collect();
+    let mut listed = Vec::new();
+    for folder in CIRCLE_FREE_CRATES {
+        let modules = crate_modules(folder);
+        assert!(modules.len() > 3, "the sources of {folder} were not found");
+        for group in circles(&uses(&modules)) {
+            let members: Vec<String> = group.iter().map(name).collect();
+            listed.push(format!("{folder}: {}", members.join(" ↔ ")));
+        }
+    }
     assert!(listed.is_empty(), "import circles:\n{}", listed.join("\n"));
 }
 
@@ -374,9 +451,13 @@ fn the_circle_check_finds_a_circle() {
 
 #[test]
 fn no_source_file_holds_more_than_500_lines_of_code() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = workspace_root();
     let mut long = Vec::new();
-    for dir in ["src", "custom_kernels/src", "ddp/src", "examples"] {
+    let crate_sources = CRATES.iter().map(|(_, folder)| format!("{folder}/src"));
+    let dirs: Vec<String> = crate_sources
+        .chain(["ddp/src".into(), "examples".into()])
+        .collect();
+    for dir in &dirs {
         for file in rust_files(&root.join(dir)) {
             let text = std::fs::read_to_string(&file).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();

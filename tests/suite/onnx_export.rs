@@ -13,7 +13,8 @@ use burn::tensor::activation::softmax;
 use cubenet::data::{MnistSplit, Table, TableSource, synthetic};
 use cubenet::device::BackendKind;
 use cubenet::model::{Activation, Task};
-use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularSplits, train_splits};
+use cubenet::train::tabular::{OptimizerConfig, TabularConfig, TabularSplits};
+use cubenet::train::train_splits;
 use cubenet::train::{
     ExportFormat, OnnxSidecar, Preprocessing, export_image_model, onnx_sidecar_path,
 };

@@ -10,10 +10,10 @@ use burn::prelude::*;
 use cubenet::data::{DataError, SplitRatios, Table, TableSource, synthetic};
 use cubenet::device::BackendKind;
 use cubenet::model::{Activation, MlpConfig, ModelError, TabularNet, Task};
-use cubenet::train::tabular::{
-    OptimizerConfig, Rows, TabularConfig, TabularSplits, TestMetrics, train_splits,
+use cubenet::train::tabular::{OptimizerConfig, Rows, TabularConfig, TabularSplits, TestMetrics};
+use cubenet::train::{
+    RowModel, RunDir, SavedModel, TrainError, load_model, save_model, train_splits,
 };
-use cubenet::train::{RowModel, RunDir, SavedModel, TrainError, load_model, save_model};
 
 use crate::cli::{cubenet, run};
 use crate::common::configs;
