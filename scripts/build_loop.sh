@@ -40,9 +40,9 @@ done
 
 backup=$(mktemp -d)
 restore() {
-  for saved in "$backup"/*; do
-    [ -e "$saved" ] || continue
-    cp -p "$saved" "$(cat "$saved.path")"
+  for path_file in "$backup"/*.path; do
+    [ -e "$path_file" ] || continue
+    cp -p "${path_file%.path}" "$(cat "$path_file")"
   done
   rm -rf "$backup"
 }
