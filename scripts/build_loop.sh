@@ -12,8 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The README's test command, built but not run.
-build=(cargo test --release --workspace --no-run)
+# The README's test command, built but not run; CUBENET_BUILD_PROFILE=loop times the edit
+# loop's profile instead (docs/DEVELOPMENT.md).
+build=(cargo test --profile "${CUBENET_BUILD_PROFILE:-release}" --workspace --no-run)
 
 # name, file, what it stands for
 edits=(
@@ -56,7 +57,7 @@ timed_build() {
 
 rows=()
 if [ $clean = 1 ]; then
-  rm -rf target/release
+  rm -rf "target/${CUBENET_BUILD_PROFILE:-release}"
   seconds=$(timed_build --timings)
   mkdir -p target/build-loop
   cp target/cargo-timings/cargo-timing.html target/build-loop/clean-build-timing.html

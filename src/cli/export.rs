@@ -54,9 +54,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (ExportFormat::Onnx { with_preprocessing }, ONNX_MODEL)
         }
     };
-    let output = args
-        .output
-        .unwrap_or_else(|| RunDir::open(&args.model_dir).export().join(name));
+    let output = match args.output {
+        Some(output) => output,
+        None => RunDir::open(&args.model_dir).export_folder()?.join(name),
+    };
     let cpu = BackendKind::Ndarray
         .is_compiled()
         .then_some(BackendKind::Ndarray);

@@ -66,7 +66,11 @@ enum Command {
 /// Runs the `cubenet` command on this process's arguments: what `src/bin/cubenet.rs` and the
 /// data-parallel build's `main` do.
 pub fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return flag_error(error),
+    };
+    let result = match cli.command {
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Predict(args) => predict::run(args),
@@ -89,6 +93,24 @@ pub fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    }
+}
+
+/// A command line clap refused, as every user error is: one line (clap's first, which names
+/// the flag and the problem; `--help` says the rest), exit code 2. `--help`, `--version` and a
+/// command without its subcommand print what clap prints for them.
+fn flag_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => error.exit(),
+        _ => {
+            let rendered = error.render().to_string();
+            let line = rendered.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{line}");
+            ExitCode::from(2)
+        }
     }
 }
 

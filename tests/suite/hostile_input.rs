@@ -123,6 +123,16 @@ fn oversized_networks_and_decompression_bombs_are_refused_within_200_mb() {
         format!("[{relus}, {{ dense = \"classes\" }}]")
     };
     refused("relus", &relus(1000), "more than 1000 layers");
+    // 90 blocks of 12: 90 entries in the list, 1170 layers.
+    let block = format!(
+        "{{ residual = [{}], shortcut = \"identity\" }}",
+        ["{ relu = true }"; 12].join(", ")
+    );
+    let blocks = format!(
+        "[{}, {{ dense = \"classes\" }}]",
+        vec![block; 90].join(", ")
+    );
+    refused("blocks", &blocks, "those inside residual blocks counted");
     refused(
         "many-relus",
         &relus(2_000_000),

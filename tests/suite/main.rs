@@ -15,6 +15,7 @@ mod models;
 mod onnx_export;
 mod readme;
 mod recipes;
+mod refusals;
 mod stops;
 mod studio;
 mod tabular;

@@ -42,10 +42,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use cubenet_engine::atomic_file::write_atomically;
 use cubenet_engine::device::BackendKind;
 use cubenet_engine::train::tabular::OptimizerConfig;
-use cubenet_engine::train::{Run, RunDir, RunError, TrainError};
+use cubenet_engine::train::{Run, RunDir, RunError};
 
 use overrides::{blame_override, parse_value, set};
 use sections::*;
@@ -177,14 +176,12 @@ impl RunConfig {
         })
     }
 
-    /// Trains the run this file describes: resolves it, claims its artifact directory,
-    /// saves the resolved file there ([`RunDir::run_file`]), then trains and evaluates on
-    /// the file's backend.
+    /// Trains the run this file describes: resolves it, claims its artifact directory, then
+    /// trains and evaluates on the file's backend; the resolved file is saved there
+    /// ([`RunDir::run_file`]) once the run has passed its checks.
     pub fn train(&self, resume: bool) -> Result<RunReport, RunFileError> {
         let (resolved, job) = self.resolve()?;
         let dir = RunDir::claim(&resolved.artifact_dir, &job.inputs()).map_err(RunError::from)?;
-        write_atomically(&dir.run_file(), resolved.to_toml().as_bytes())
-            .map_err(|e| RunError::from(TrainError::from(e)))?;
         let backend = resolved
             .backend
             .unwrap_or_else(BackendKind::default_for_build);
@@ -193,6 +190,7 @@ impl RunConfig {
             dir,
             resume,
             tensorboard,
+            run_file: Some(resolved.to_toml()),
         };
         Ok(job.launch(run, backend)?)
     }

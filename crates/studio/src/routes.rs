@@ -154,12 +154,13 @@ async fn stop_run(State(runs): State<Arc<RunsFolder>>, Path(name): Path<String>)
     .await
 }
 
-/// Sends SIGINT to the process that holds `dir`'s lock.
+/// Sends SIGINT to the process that holds `dir`'s lock, and to no other process: only one
+/// that provably holds that lock file ([`RunDir::holder`]).
 #[cfg(unix)]
 fn interrupt(dir: &RunDir) -> Result<(), String> {
     let pid = dir
         .holder()
-        .ok_or_else(|| "the run's process did not name itself".to_string())?;
+        .ok_or_else(|| "no process provably holds this run's lock file".to_string())?;
     let pid = libc::pid_t::try_from(pid).map_err(|_| "the run's process id is out of range")?;
     // SAFETY: kill(2) with a process id and a signal number has no memory effects.
     match unsafe { libc::kill(pid, libc::SIGINT) } {

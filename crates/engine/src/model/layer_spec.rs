@@ -70,6 +70,16 @@ impl LayerSpec {
             stride: window,
         }
     }
+
+    /// This layer and every layer inside it, as [`MAX_LAYERS`] counts them.
+    pub fn count(&self) -> usize {
+        match self {
+            LayerSpec::Residual(block) => {
+                1 + block.layers.iter().map(LayerSpec::count).sum::<usize>()
+            }
+            _ => 1,
+        }
+    }
 }
 
 /// Short and unambiguous, as error messages and summaries name the layer: `conv 32 3x3,
@@ -369,8 +379,8 @@ impl From<LayerSpec> for LayerTable {
 /// A CNN's layers, input side first. A list of its own so that a bad layer's parse error
 /// names its position: serde's lists do not, and a run file read through `toml::Value`
 /// loses the line numbers.
-/// The most layers a CNN may list: a longer list is a mistake (a generated file, a loop),
-/// and its table alone would fill the terminal.
+/// The most layers a CNN may have, those inside residual blocks counted: more is a mistake
+/// (a generated file, a loop), and its table alone would fill the terminal.
 pub const MAX_LAYERS: usize = 1000;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -404,15 +414,20 @@ impl<'de> Deserialize<'de> for LayerSpecs {
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LayerSpecs, A::Error> {
                 let mut layers = Vec::new();
+                let mut counted = 0;
                 loop {
                     let position = layers.len() + 1;
                     match seq.next_element::<LayerSpec>() {
-                        Ok(Some(_)) if layers.len() == MAX_LAYERS => {
-                            return Err(de::Error::custom(format_args!(
-                                "more than {MAX_LAYERS} layers: a CNN has at most that many"
-                            )));
+                        Ok(Some(layer)) => {
+                            counted += layer.count();
+                            if counted > MAX_LAYERS {
+                                return Err(de::Error::custom(format_args!(
+                                    "more than {MAX_LAYERS} layers, those inside residual blocks \
+                                     counted: a CNN has at most that many"
+                                )));
+                            }
+                            layers.push(layer);
                         }
-                        Ok(Some(layer)) => layers.push(layer),
                         Ok(None) => return Ok(LayerSpecs(layers)),
                         Err(err) => {
                             // One line: TOML's errors end with a newline, and name the key

@@ -31,8 +31,8 @@ pub use optim::fused_sgd::{FusedSgd, FusedSgdConfig};
 pub use optim::optimizer_config::OptimizerConfig;
 pub use optim::schedule::{LrSchedule, RunSchedule};
 pub use run_dir::artifacts::{
-    BestEpoch, load_model, plot_learning_curves, restore_best_epoch, save_config, save_model,
-    valid_losses,
+    BestEpoch, load_model, load_settings, plot_learning_curves, restore_best_epoch, save_config,
+    save_model, valid_losses,
 };
 pub use run_dir::checkpoints::SaveEveryEpoch;
 pub use run_dir::confusion::{ConfusionError, ConfusionMatrix};

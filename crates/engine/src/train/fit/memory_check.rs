@@ -34,14 +34,16 @@ pub(crate) fn check_inference(
     .map_err(|message| too_large(size, message, ""))
 }
 
-/// `needed` bytes against what `kind`'s device has free: the figures, when they do not fit.
+/// `needed` bytes against what `kind`'s device has free: the figures and the limit that
+/// sets the second, when they do not fit.
 fn check(needed: u64, kind: BackendKind, purpose: impl Fn() -> String) -> Result<(), String> {
-    match memory::available_bytes(kind) {
-        Some(available) if needed > available => Err(format!(
-            "needs about {} of memory to {}, more than the {} this machine has free",
+    match memory::room(kind) {
+        Some(room) if needed > room.bytes => Err(format!(
+            "needs about {} of memory to {}, more than the {} {}",
             HumanBytes(needed),
             purpose(),
-            HumanBytes(available)
+            HumanBytes(room.bytes),
+            room.set_by
         )),
         _ => Ok(()),
     }
@@ -67,7 +69,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            message.contains("needs about") && message.contains("this machine has free"),
+            message.contains("needs about") && message.contains("more than the"),
             "{message}"
         );
         let small = NetworkSize::of_widths(&[784, 100, 10]);

@@ -12,12 +12,15 @@ use crate::train::{RunDir, RunError, TrainError};
 
 /// A run: the artifact directory it claimed, whether it continues from the last complete
 /// checkpoint there instead of starting afresh (which clears earlier checkpoints and logs),
-/// and whether it writes TensorBoard's event files beside its metric logs.
+/// whether it writes TensorBoard's event files beside its metric logs, and the run file it
+/// came from, if any: saved as [`RunDir::run_file`] only once every check has passed, so that
+/// a refused run leaves the run file of the run it would have replaced.
 #[derive(Debug, Clone)]
 pub struct Run {
     pub dir: RunDir,
     pub resume: bool,
     pub tensorboard: bool,
+    pub run_file: Option<String>,
 }
 
 impl Run {
@@ -27,6 +30,7 @@ impl Run {
             dir,
             resume: false,
             tensorboard: true,
+            run_file: None,
         }
     }
 }
@@ -52,13 +56,21 @@ pub trait RunJob {
 /// Runs `job` on `backend`: what each job's `launch` does. Generic code is compiled in the
 /// crate that names its concrete types, so callers outside this crate get a concrete
 /// `launch` per job (`ImageJob::launch`, `TabularJob::launch`): the training code is then
-/// compiled once, here, and not again in every example and test binary.
+/// compiled once, here, and not again in every example and test binary. A run that fails
+/// before writing anything withdraws its claim ([`RunDir::withdraw`]).
 pub(crate) fn launch<J: RunJob>(
     job: J,
     run: Run,
     backend: BackendKind,
 ) -> Result<J::Report, RunError> {
-    Ok(run_on(backend, Launch { job, run })??)
+    let dir = run.dir.clone();
+    let result = run_on(backend, Launch { job, run })
+        .map_err(RunError::from)
+        .and_then(|trained| trained.map_err(RunError::from));
+    if result.is_err() {
+        dir.withdraw();
+    }
+    result
 }
 
 /// A job and its run, before the backend is chosen.

@@ -17,6 +17,7 @@ use burn::train::{
 };
 use serde::Serialize;
 
+use crate::atomic_file::write_atomically;
 use crate::train::fit::dashboard::TerminalGuard;
 use crate::train::fit::launch_guard::guard_launch;
 use crate::train::fit::learner_setup::{RunLength, finish_run, with_run_settings};
@@ -109,6 +110,9 @@ where
         let training = training(resume_after)?;
         let length = RunLength::new(dir, self.epochs, self.patience, resume_after)?;
         let (training, watch) = with_run_settings(training, dir, length, events);
+        if let Some(run_file) = &self.run.run_file {
+            write_atomically(&dir.run_file(), run_file.as_bytes())?;
+        }
         let warmup = warm_pinned_reads(&self.model, self.devices);
         let scheduler = StopAtStep::new(self.scheduler, training.interrupter());
         let (model, optimizer) = (self.model, self.optimizer);

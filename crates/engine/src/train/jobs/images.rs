@@ -27,7 +27,9 @@ use crate::train::fit::run::{Run, RunJob, launch};
 use crate::train::fit::train_loop::{LoopResult, TrainLoop};
 use crate::train::jobs::image_splits::ImageSplits;
 use crate::train::run_dir::RunDir;
-use crate::train::run_dir::artifacts::{plot_learning_curves, save_config, save_model};
+use crate::train::run_dir::artifacts::{
+    load_settings, plot_learning_curves, save_config, save_model,
+};
 use crate::train::run_dir::confusion::ConfusionMatrix;
 use crate::train::{
     ImageTrainingConfig, OptimizerConfig, RunError, RunSchedule, TrainError, TrainingSpeed,
@@ -61,15 +63,7 @@ fn mnist_shape() -> ImageShape {
 impl SavedImageConfig {
     /// Reads `config.json` from the artifact directory `dir`.
     pub fn load(dir: &RunDir) -> Result<Self, TrainError> {
-        let path = dir.config();
-        let text = std::fs::read_to_string(&path).map_err(|e| TrainError::Load {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        serde_json::from_str(&text).map_err(|e| TrainError::Load {
-            path,
-            reason: e.to_string(),
-        })
+        load_settings(&dir.config())
     }
 }
 

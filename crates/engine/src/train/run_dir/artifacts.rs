@@ -3,7 +3,9 @@
 //! and `curves.png`. Every file is written through [`crate::atomic_file`], so an
 //! interrupted run never leaves a torn one.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::prelude::*;
@@ -21,6 +23,32 @@ pub fn save_config<C: serde::Serialize>(dir: &RunDir, config: &C) -> Result<Path
     let json = serde_json::to_string_pretty(config).expect("configs serialize to JSON");
     write_atomically(&path, json.as_bytes())?;
     Ok(path)
+}
+
+/// The largest settings file ([`save_config`]'s `config.json`, a table's
+/// `preprocessing.json`) read back: cubenet writes a few kilobytes (a thousand layers or class
+/// names at most), and a larger one, edited or replaced, is refused before it is read.
+const MAX_SETTINGS_BYTES: u64 = 4 << 20;
+
+/// Reads back a JSON settings file of a run, at most [`MAX_SETTINGS_BYTES`] long.
+pub fn load_settings<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, TrainError> {
+    let refuse = |reason: String| TrainError::Load {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let file = File::open(path).map_err(|e| refuse(e.to_string()))?;
+    let mut text = String::new();
+    file.take(MAX_SETTINGS_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| refuse(e.to_string()))?;
+    if text.len() as u64 > MAX_SETTINGS_BYTES {
+        return Err(refuse(format!(
+            "it is longer than {} MiB, far more than the settings cubenet writes: it was edited \
+             or replaced",
+            MAX_SETTINGS_BYTES >> 20
+        )));
+    }
+    serde_json::from_str(&text).map_err(|e| refuse(e.to_string()))
 }
 
 /// Saves the weights of `model` in full precision as `dir/model.mpk`.

@@ -7,15 +7,18 @@
 //! runs write: the checkpoint records and the metric logs' epoch folders (see
 //! [`super::resume::begin_run`]). The run's own inputs must not lie where runs write, nor may
 //! the directory lie inside an image folder it trains on. Nothing is written or cleared
-//! through a symbolic link: a directory where an entry a run writes is one is refused. And
-//! one run at a time: the run holds [`super::LOCK_FILE`]'s lock while it writes.
+//! through a symbolic link: a directory where an entry a run writes is one is refused, and so
+//! is an `export/` folder that is one. One run at a time: the run holds [`super::LOCK_FILE`]'s
+//! lock while it writes, and only a process that provably holds that very file is named as the
+//! run's. A run refused before it wrote anything leaves a directory it took as it found it:
+//! absent, or empty ([`RunDir::withdraw`]).
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{ErrorKind, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{EXPORT_DIR, MARKER_FILE, RUN_FILES, RUN_FOLDERS, RunDir};
+use super::{Claimed, EXPORT_DIR, LOCK_FILE, MARKER_FILE, RUN_FILES, RUN_FOLDERS, RunDir};
 use crate::atomic_file::write_atomically;
 use crate::train::TrainError;
 
@@ -30,10 +33,60 @@ impl RunDir {
     /// (every clone of the claimed handle dropped) is harmless.
     pub fn claim(root: impl Into<PathBuf>, inputs: &[&Path]) -> Result<Self, TrainError> {
         let mut run_dir = RunDir::open(root);
-        claim(&run_dir, inputs)?;
+        run_dir.claimed = claim(&run_dir, inputs)?;
         run_dir.lock = Some(Arc::new(lock(&run_dir)?));
         run_dir.inputs = inputs.iter().map(|input| input.to_path_buf()).collect();
         Ok(run_dir)
+    }
+
+    /// Undoes the claim of a run that was refused before it wrote anything: when the claim
+    /// created the directory, or marked an empty one, and it still holds only the mark and
+    /// the lock file, removes them, and the directory and the folders above it that the claim
+    /// created. Anything else is left as it is, and so is an earlier run's directory.
+    pub fn withdraw(&self) {
+        let topmost = match &self.claimed {
+            Claimed::Nothing => return,
+            Claimed::Marked => None,
+            Claimed::Created { topmost } => Some(topmost),
+        };
+        let Ok(entries) = fs::read_dir(&self.root) else {
+            return;
+        };
+        let only_claimed = entries.into_iter().all(|entry| {
+            entry.is_ok_and(|entry| {
+                let name = entry.file_name();
+                name.to_str()
+                    .is_some_and(|name| [MARKER_FILE, LOCK_FILE].contains(&name))
+            })
+        });
+        if !only_claimed {
+            return;
+        }
+        let _ = fs::remove_file(self.lock_file());
+        let _ = fs::remove_file(self.marker());
+        let Some(topmost) = topmost else {
+            return;
+        };
+        let mut folder = Some(self.root.as_path());
+        while let Some(dir) = folder {
+            if fs::remove_dir(dir).is_err() || dir == topmost.as_path() {
+                break;
+            }
+            folder = dir.parent();
+        }
+    }
+
+    /// The folder `cubenet export` writes by default, refused like a run's own folders when
+    /// it, or anything in it, is a symbolic link: an export replaces files there.
+    pub fn export_folder(&self) -> Result<PathBuf, TrainError> {
+        let folder = self.export();
+        if let Some(link) = first_link([folder.clone()]).map_err(TrainError::read(&folder))? {
+            return Err(TrainError::ArtifactDir {
+                dir: self.root.clone(),
+                reason: link_refusal(&link),
+            });
+        }
+        Ok(folder)
     }
 }
 
@@ -41,17 +94,23 @@ impl RunDir {
     /// Whether a process holds the directory's lock: a run is writing there. It tries a
     /// shared lock for an instant, so a run that claims the directory in that instant is
     /// told another holds it.
+    /// A symbolic link to another run's lock file does not count: it would report that run
+    /// as this one's.
     pub fn is_running(&self) -> bool {
-        File::open(self.lock_file())
-            .is_ok_and(|file| matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock)))
+        let path = self.lock_file();
+        own_file(&path)
+            && File::open(&path)
+                .is_ok_and(|file| matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock)))
     }
 
-    /// The process id the lock's holder wrote, while a run holds it.
+    /// The process id the lock's holder wrote, while a run holds it, when that process
+    /// provably has this very lock file open (where the system shows a process's open files,
+    /// as Linux's `/proc` does): a lock file, or a hard link to another run's, may name any
+    /// process, and this is the process the studio's Stop signals.
     pub fn holder(&self) -> Option<u32> {
-        let text = fs::read_to_string(self.lock_file()).ok()?;
-        self.is_running()
-            .then(|| text.trim().parse().ok())
-            .flatten()
+        let path = self.lock_file();
+        let pid = fs::read_to_string(&path).ok()?.trim().parse().ok()?;
+        (self.is_running() && holds_open(pid, &path)).then_some(pid)
     }
 
     /// When a process last claimed the directory: the lock file is rewritten at each claim.
@@ -60,7 +119,34 @@ impl RunDir {
     }
 }
 
-fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
+/// Whether `path` is a regular file, not a symbolic link (to another run's lock file).
+fn own_file(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
+}
+
+/// Whether process `pid` has the file at `path` open.
+#[cfg(target_os = "linux")]
+fn holds_open(pid: u32, path: &Path) -> bool {
+    let (Ok(path), Ok(open_files)) = (
+        fs::canonicalize(path),
+        fs::read_dir(format!("/proc/{pid}/fd")),
+    ) else {
+        return false;
+    };
+    open_files
+        .filter_map(Result::ok)
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|target| target == path))
+}
+
+/// Elsewhere a process's open files are not shown; the lock's holder is taken at its word.
+#[cfg(not(target_os = "linux"))]
+fn holds_open(_: u32, _: &Path) -> bool {
+    true
+}
+
+/// Checks `run_dir` for a run reading `inputs`, creating it if absent; then marks it. Returns
+/// what it added.
+fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<Claimed, TrainError> {
     let dir = run_dir.root();
     let refuse = |reason: String| TrainError::ArtifactDir {
         dir: dir.to_path_buf(),
@@ -77,6 +163,7 @@ fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
             return Err(refuse(format!("{} {reason}", input.display())));
         }
     }
+    let mut created = None;
     match fs::metadata(dir) {
         Ok(meta) if !meta.is_dir() => return Err(refuse("it is a file, not a directory".into())),
         Ok(_) if !run_dir.marker().is_file() => {
@@ -99,34 +186,55 @@ fn claim(run_dir: &RunDir, inputs: &[&Path]) -> Result<(), TrainError> {
             }
         }
         Ok(_) => {
-            if let Some(link) = first_link(dir).map_err(TrainError::read(dir))? {
-                return Err(refuse(format!(
-                    "{} is a symbolic link, and cubenet never writes or deletes through a link \
-                     it did not make: remove the link, or choose another directory",
-                    link.display()
-                )));
+            let run_entries = RUN_FILES
+                .iter()
+                .chain(&RUN_FOLDERS)
+                .map(|name| dir.join(name));
+            if let Some(link) = first_link(run_entries).map_err(TrainError::read(dir))? {
+                return Err(refuse(link_refusal(&link)));
             }
         }
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(TrainError::io(dir))?
+            let topmost = topmost_missing(dir);
+            fs::create_dir_all(dir).map_err(TrainError::io(dir))?;
+            created = Some(topmost);
         }
         Err(e) => return Err(TrainError::read(dir)(e)),
     }
     let marker = run_dir.marker();
-    if !marker.is_file() {
-        write_atomically(&marker, MARKER_TEXT.as_bytes())?;
+    if marker.is_file() {
+        return Ok(Claimed::Nothing);
     }
-    Ok(())
+    write_atomically(&marker, MARKER_TEXT.as_bytes())?;
+    Ok(match created {
+        Some(topmost) => Claimed::Created { topmost },
+        None => Claimed::Marked,
+    })
 }
 
-/// The first symbolic link among the entries of the run directory `dir` that runs write,
-/// clear or fill, looking inside the folders without following links.
-fn first_link(dir: &Path) -> std::io::Result<Option<PathBuf>> {
-    let mut pending: Vec<PathBuf> = RUN_FILES
-        .iter()
-        .chain(&RUN_FOLDERS)
-        .map(|name| dir.join(name))
-        .collect();
+/// The outermost folder on the way to the missing `path` that does not exist yet, named as
+/// `path` names it.
+fn topmost_missing(path: &Path) -> PathBuf {
+    let mut topmost = path;
+    let missing = |parent: &&Path| !parent.as_os_str().is_empty() && !parent.exists();
+    while let Some(parent) = topmost.parent().filter(missing) {
+        topmost = parent;
+    }
+    topmost.to_path_buf()
+}
+
+fn link_refusal(link: &Path) -> String {
+    format!(
+        "{} is a symbolic link, and cubenet never writes or deletes through a link it did not \
+         make: remove the link, or choose another directory",
+        link.display()
+    )
+}
+
+/// The first symbolic link among `entries` (of a run directory: those that runs or exports
+/// write, clear or fill), looking inside the folders without following links.
+fn first_link(entries: impl IntoIterator<Item = PathBuf>) -> std::io::Result<Option<PathBuf>> {
+    let mut pending: Vec<PathBuf> = entries.into_iter().collect();
     while let Some(path) = pending.pop() {
         let meta = match fs::symlink_metadata(&path) {
             Ok(meta) => meta,

@@ -16,7 +16,7 @@
 //!   train/, valid/          burn-train's metric logs, an `epoch-<k>` folder per epoch
 //!   tensorboard/            the same metrics and the run's settings as TensorBoard events
 //!   cache/                  decoded images
-//!   export/                 what `cubenet export` writes
+//!   export/                 what `cubenet export` writes (claim.rs: never through a link)
 //! ```
 
 pub(crate) mod artifacts;
@@ -101,6 +101,20 @@ pub struct RunDir {
     /// The data files and folders of the run that claimed it, whose identity is saved with
     /// its settings.
     inputs: Vec<PathBuf>,
+    /// What the claim added, which [`RunDir::withdraw`] may take back.
+    claimed: Claimed,
+}
+
+/// What claiming a directory added to the file system.
+#[derive(Debug, Clone, Default)]
+enum Claimed {
+    /// Nothing: the directory was an earlier run's, or is only being read.
+    #[default]
+    Nothing,
+    /// The mark (and the lock file) in a directory that was empty.
+    Marked,
+    /// The directory itself, and the folders above it from `topmost` down.
+    Created { topmost: PathBuf },
 }
 
 /// Two handles are equal when they name the same directory, locked or not.
@@ -119,6 +133,7 @@ impl RunDir {
             root: root.into(),
             lock: None,
             inputs: Vec::new(),
+            claimed: Claimed::Nothing,
         }
     }
 

@@ -10,7 +10,7 @@ use super::{TabularConfig, TestMetrics};
 use crate::atomic_file::{write_atomically, write_atomically_with};
 use crate::data::{DataError, Standardizer, Table, check_replaceable_csv};
 use crate::model::{TabularNet, Task};
-use crate::train::{RunDir, TrainError, load_model, save_config, save_model};
+use crate::train::{RunDir, TrainError, load_model, load_settings, save_config, save_model};
 
 /// Rows per forward pass when predicting, to bound device memory on large files.
 const PREDICT_CHUNK: usize = 65_536;
@@ -37,8 +37,8 @@ impl<B: KernelBackend> TabularModel<B> {
 
     /// Reads what [`TabularModel::save`] wrote in `dir`.
     pub fn load(dir: &RunDir, device: &B::Device) -> Result<Self, TrainError> {
-        let config: TabularConfig = read_json(&dir.config())?;
-        let standardizer: Option<Standardizer> = read_json(&dir.preprocessing())?;
+        let config: TabularConfig = load_settings(&dir.config())?;
+        let standardizer: Option<Standardizer> = load_settings(&dir.preprocessing())?;
         if standardizer
             .as_ref()
             .is_some_and(|s| s.mean.len() != config.features.len())
@@ -179,13 +179,4 @@ impl<B: KernelBackend> TabularModel<B> {
         })?;
         Ok(predicted.rows())
     }
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, TrainError> {
-    let load_err = |reason: String| TrainError::Load {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| load_err(e.to_string()))?;
-    serde_json::from_str(&text).map_err(|e| load_err(e.to_string()))
 }
