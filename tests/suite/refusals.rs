@@ -276,3 +276,18 @@ fn a_command_line_clap_refuses_is_one_line() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_tabular_run_refuses_devices_it_would_not_train_on() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("run");
+    for devices in ["[99999999999]", "[1]", "[0, 1]"] {
+        let devices = format!("training.devices={devices}");
+        assert_user_error(
+            &mut xor(&dir, 1, &["--set", &devices]),
+            "tabular runs train on the backend's first device",
+        );
+    }
+    assert!(!dir.exists());
+    succeeds(&mut xor(&dir, 1, &["--set", "training.devices=[0]"]));
+}

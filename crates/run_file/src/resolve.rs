@@ -237,8 +237,11 @@ impl RunConfig {
                  are for image runs",
             );
         }
-        if t.devices.as_ref().is_some_and(|devices| devices.len() > 1) {
-            return invalid("tabular runs train on one device: give training.devices one index");
+        if t.devices.as_ref().is_some_and(|devices| devices != &[0]) {
+            return invalid(
+                "tabular runs train on the backend's first device: leave training.devices out \
+                 (or give [0])",
+            );
         }
         let (data, features, targets) = table.columns();
         let defaults = table_defaults();
