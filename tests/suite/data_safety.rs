@@ -28,7 +28,7 @@ pub(crate) fn succeeds(command: &mut Command) -> String {
 }
 
 /// Every file below `dir` with its bytes, sorted by path.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+pub(crate) fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(folder) = stack.pop() {

@@ -9,24 +9,13 @@ use std::process::Command;
 use cubenet::train::RunDir;
 
 use crate::cli::{assert_user_error, cubenet};
-use crate::data_safety::{succeeds, xor};
+use crate::data_safety::{snapshot, succeeds, xor};
 
-/// Every file below `dir` with its bytes, but the lock file, which each claim rewrites with
-/// its own process id.
+/// Every file below `dir` with its bytes ([`snapshot`]), but the lock file, which each claim
+/// rewrites with its own process id.
 fn files_but_the_lock(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(folder) = pending.pop() {
-        for entry in fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if !path.ends_with(".cubenet-lock") {
-                files.push((path.clone(), fs::read(&path).unwrap()));
-            }
-        }
-    }
-    files.sort();
+    let mut files = snapshot(dir);
+    files.retain(|(path, _)| !path.ends_with(".cubenet-lock"));
     files
 }
 
